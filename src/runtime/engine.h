@@ -1,0 +1,48 @@
+// The Engine seam: what the sampler, scheduler, server and tools drive, implemented by each backend.
+// A sequence is an id; its state (KV, recurrent and PLE state) lives in the backend and is owned per sequence.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace imp::runtime {
+
+using SequenceId = uint64_t;
+
+struct ForwardRequest {
+  SequenceId sequence = 0;
+  std::span<const int32_t> tokens;
+  bool all_logits = false;  // true: one row per token; false: the last token's row only
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+
+  virtual const model::ModelConfig& config() const = 0;
+  virtual std::string backend_name() const = 0;
+
+  virtual SequenceId new_sequence() = 0;
+  // A new sequence with a copy of `source`'s state (prefix reuse, speculation rollback points).
+  virtual SequenceId fork(SequenceId source) = 0;
+  virtual void release(SequenceId sequence) = 0;
+  virtual int64_t sequence_length(SequenceId sequence) const = 0;
+
+  // Appends each request's tokens to its sequence; returns its logits rows (row-major, vocab_size wide).
+  virtual std::vector<std::vector<float>> forward(std::span<const ForwardRequest> batch) = 0;
+};
+
+struct EngineOptions {
+  std::string backend = "cpu";
+};
+
+// Loads a model folder on the chosen backend; throws imp::Error with an actionable message.
+std::unique_ptr<Engine> load_engine(const std::filesystem::path& model_dir, const EngineOptions& options);
+
+}  // namespace imp::runtime

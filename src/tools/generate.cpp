@@ -1,0 +1,163 @@
+// imp generate: prefill a prompt of token ids, then decode greedily (or sampled), optionally writing
+// the logits of every position. Output contracts (--json line, --logits-out layout) are relied on by
+// other tools; keep them stable.
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "runtime/engine.h"
+#include "runtime/sampler.h"
+#include "tools/commands.h"
+
+namespace imp::tools {
+namespace {
+
+struct GenerateOptions {
+  std::string model_dir;
+  std::string backend = "cpu";
+  std::string prompt_tokens;
+  int64_t max_tokens = 16;
+  bool json = false;
+  bool ignore_eos = false;
+  std::string logits_out;
+  runtime::SamplingOptions sampling;
+};
+
+std::vector<int32_t> parse_token_list(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    size_t used = 0;
+    long long value = -1;
+    try {
+      value = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || value < 0 || value > INT32_MAX) {
+      fail("--prompt-tokens: '{}' is not a token id (expected comma-separated non-negative integers)", item);
+    }
+    ids.push_back(static_cast<int32_t>(value));
+    pos = comma + 1;
+  }
+  return ids;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+class LogitsWriter {
+ public:
+  explicit LogitsWriter(const std::string& path) {
+    if (path.empty()) return;
+    file_.open(path, std::ios::binary | std::ios::trunc);
+    if (!file_) fail("--logits-out: cannot open '{}' for writing", path);
+    path_ = path;
+  }
+  bool enabled() const { return file_.is_open(); }
+  void write(const float* data, size_t count) {
+    file_.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(count * sizeof(float)));
+    if (!file_) fail("--logits-out: writing '{}' failed (disk full?)", path_);
+  }
+
+ private:
+  std::ofstream file_;
+  std::string path_;
+};
+
+int run_generate(const GenerateOptions& options) {
+  const std::vector<int32_t> prompt = parse_token_list(options.prompt_tokens);
+  if (options.max_tokens < 1) fail("--max-tokens must be at least 1");
+
+  const auto load_start = std::chrono::steady_clock::now();
+  auto engine = runtime::load_engine(options.model_dir, {.backend = options.backend});
+  const double load_s = seconds_since(load_start);
+  const model::ModelConfig& config = engine->config();
+  const int64_t vocab = config.vocab_size;
+  log::info("loaded {} ({} layers, {} experts, backend {}) in {:.2f} s", options.model_dir, config.num_hidden_layers,
+            config.num_experts, engine->backend_name(), load_s);
+
+  LogitsWriter logits_out(options.logits_out);
+  runtime::Sampler sampler(options.sampling);
+  const runtime::SequenceId sequence = engine->new_sequence();
+
+  // Prefill: all rows only when they are written out.
+  const auto prefill_start = std::chrono::steady_clock::now();
+  runtime::ForwardRequest request{.sequence = sequence, .tokens = prompt, .all_logits = logits_out.enabled()};
+  std::vector<float> logits = std::move(engine->forward({&request, 1}).front());
+  const double prefill_s = seconds_since(prefill_start);
+  if (logits_out.enabled()) logits_out.write(logits.data(), logits.size());
+  std::span<const float> last(logits.data() + logits.size() - static_cast<size_t>(vocab), static_cast<size_t>(vocab));
+
+  std::vector<int32_t> generated;
+  const auto decode_start = std::chrono::steady_clock::now();
+  while (true) {
+    const int32_t token = sampler.sample(last);
+    generated.push_back(token);
+    if (!options.json) {
+      fmt::print("{}{}", generated.size() == 1 ? "" : " ", token);
+      std::fflush(stdout);
+    }
+    const bool is_eos = std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), token) != config.eos_token_ids.end();
+    if (static_cast<int64_t>(generated.size()) >= options.max_tokens || (is_eos && !options.ignore_eos)) break;
+    const int32_t next[1] = {token};
+    request = {.sequence = sequence, .tokens = next, .all_logits = false};
+    logits = std::move(engine->forward({&request, 1}).front());
+    if (logits_out.enabled()) logits_out.write(logits.data(), logits.size());
+    last = std::span<const float>(logits);
+  }
+  const double decode_s = seconds_since(decode_start);
+  engine->release(sequence);
+
+  const double decode_steps = static_cast<double>(generated.size() - 1);
+  nlohmann::json timings = {
+      {"load_s", load_s},
+      {"prefill_s", prefill_s},
+      {"prefill_tokens_per_s", static_cast<double>(prompt.size()) / prefill_s},
+      {"decode_s", decode_s},
+      {"decode_tokens_per_s", decode_steps > 0 ? decode_steps / decode_s : 0.0},
+  };
+  if (options.json) {
+    nlohmann::json out = {{"prompt_tokens", prompt}, {"tokens", generated}, {"timings", timings}};
+    fmt::print("{}\n", out.dump());
+  } else {
+    fmt::print("\n");
+    log::info("prefill {} tokens in {:.3f} s, decode {} tokens in {:.3f} s", prompt.size(), prefill_s,
+              generated.size(), decode_s);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_generate(CLI::App& app, std::function<int()>& run) {
+  auto options = std::make_shared<GenerateOptions>();
+  CLI::App* cmd = app.add_subcommand("generate", "Generate tokens from a prompt of token ids");
+  cmd->add_option("--model", options->model_dir, "Model folder (config.json + safetensors)")->required();
+  cmd->add_option("--backend", options->backend, "cpu or cuda")->capture_default_str();
+  cmd->add_option("--prompt-tokens", options->prompt_tokens, "Prompt token ids, comma-separated")->required();
+  cmd->add_option("--max-tokens", options->max_tokens, "Tokens to generate")->capture_default_str();
+  cmd->add_flag("--json", options->json, "Print one JSON line: prompt_tokens, tokens, timings");
+  cmd->add_option("--logits-out", options->logits_out,
+                  "Write float32 logits rows: one per prompt position, then one per generated token except the last");
+  cmd->add_flag("--ignore-eos", options->ignore_eos, "Do not stop at an end-of-sequence token");
+  cmd->add_option("--temperature", options->sampling.temperature, "0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", options->sampling.top_k, "0 = off");
+  cmd->add_option("--top-p", options->sampling.top_p, "1 = off");
+  cmd->add_option("--min-p", options->sampling.min_p, "0 = off");
+  cmd->add_option("--seed", options->sampling.seed, "Sampling seed");
+  cmd->callback([&run, options] { run = [options] { return run_generate(*options); }; });
+}
+
+}  // namespace imp::tools
