@@ -45,7 +45,7 @@ EOS_ID = 1
 SIZE_BUDGET_BYTES = 8 * 1024 * 1024
 MIN_DISTINCT_TOKENS = 8
 LOGITS_FILE = "reference_logits.f32"
-SEEDS_PER_FIXTURE = 4  # candidates tried per fixture; the one with the widest worst-case margin is kept
+SEEDS_PER_FIXTURE = 8  # candidates tried per fixture; the one with the widest worst-case margin is kept
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "golden"
 
 
@@ -121,7 +121,7 @@ FIXTURES = [
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
             linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
             output_gate_type="sigmoid",
-            num_experts=32, num_experts_per_tok=4, moe_intermediate_size=16, shared_expert_intermediate_size=32,
+            num_experts=16, num_experts_per_tok=4, moe_intermediate_size=16, shared_expert_intermediate_size=32,
             norm_topk_prob=True,
             hc_count=4, hc_lowrank=16,
             ple_layer_ids=[2], ple_embed_dim=64, ngram_size=3, heads_per_ngram=8, ngram_vocab_size_base=1000,
@@ -149,7 +149,7 @@ FIXTURES = [
             hc_count=2, hc_lowrank=8,
             ple_layer_ids=[1, 3], ple_embed_dim=48, ngram_size=4, heads_per_ngram=4, ngram_vocab_size_base=500,
             split_ngram_parts=2,
-            indexer_n_heads=2, indexer_head_dim=16, indexer_budget=8, indexer_compress_ratio=4,
+            indexer_n_heads=4, indexer_head_dim=16, indexer_budget=8, indexer_compress_ratio=4,
         ),
         prompt_len=24, eos_positions=(0, 11, 12), base_seed=2000,
     ),
@@ -157,12 +157,12 @@ FIXTURES = [
         name="many_experts",
         description=(
             "300 routed experts (> 256) with top-10 routing, hc_count 3 (x/3 is inexact in bf16), no PLE, "
-            "explicit layer_types [linear, attention, linear, attention] (not the interval pattern), "
+            "explicit layer_types [linear, attention, linear] (not the interval pattern), "
             "QSA budget 16 (4 blocks) sparse from position 19 on. GQA 1 (2 q heads / 2 kv), GDN value/key "
             "heads 3, partial_rotary_factor 0.25 (4 rotary dims)."),
         config=dict(
-            vocab_size=256, hidden_size=32, num_hidden_layers=4,
-            layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
+            vocab_size=256, hidden_size=32, num_hidden_layers=3,
+            layer_types=["linear_attention", "full_attention", "linear_attention"],
             num_attention_heads=2, num_key_value_heads=2, head_dim=16,
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
             linear_num_key_heads=2, linear_num_value_heads=6, linear_key_head_dim=8, linear_value_head_dim=8,
@@ -170,7 +170,7 @@ FIXTURES = [
             num_experts=300, num_experts_per_tok=10, moe_intermediate_size=8, shared_expert_intermediate_size=16,
             norm_topk_prob=True,
             hc_count=3, hc_lowrank=8,
-            indexer_n_heads=2, indexer_head_dim=16, indexer_budget=16, indexer_compress_ratio=4,
+            indexer_n_heads=4, indexer_head_dim=16, indexer_budget=16, indexer_compress_ratio=4,
         ),
         prompt_len=32, base_seed=3000,
     ),
@@ -187,7 +187,7 @@ FIXTURES = [
             rope_parameters={"rope_type": "default", "rope_theta": 1000000.0, "partial_rotary_factor": 1.0},
             linear_num_key_heads=1, linear_num_value_heads=3, linear_key_head_dim=16, linear_value_head_dim=16,
             output_gate_type="sigmoid",
-            num_experts=24, num_experts_per_tok=6, moe_intermediate_size=16, shared_expert_intermediate_size=16,
+            num_experts=16, num_experts_per_tok=6, moe_intermediate_size=16, shared_expert_intermediate_size=16,
             norm_topk_prob=False,
             hc_count=4, hc_lowrank=8,
             ple_layer_ids=[1], ple_embed_dim=32, ngram_size=2, heads_per_ngram=8, ngram_vocab_size_base=700,
@@ -210,7 +210,7 @@ FIXTURES = [
             rope_parameters={"rope_type": "default", "rope_theta": 10000000.0, "partial_rotary_factor": 0.5},
             linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
             output_gate_type="sigmoid",
-            num_experts=16, num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=16,
+            num_experts=8, num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=16,
             norm_topk_prob=True,
             hc_count=2, hc_lowrank=8,
             ple_layer_ids=[6], ple_embed_dim=32, ngram_size=3, heads_per_ngram=2, ngram_vocab_size_base=600,
@@ -235,7 +235,7 @@ FIXTURES = [
                              "mrope_section": [2, 1, 1], "mrope_interleaved": True},
             linear_num_key_heads=4, linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=16,
             output_gate_type="sigmoid",
-            num_experts=16, num_experts_per_tok=4, moe_intermediate_size=16, shared_expert_intermediate_size=32,
+            num_experts=8, num_experts_per_tok=4, moe_intermediate_size=16, shared_expert_intermediate_size=32,
             norm_topk_prob=True,
             hc_count=4, hc_lowrank=16,
             ple_layer_ids=[2], ple_embed_dim=64, ngram_size=3, heads_per_ngram=8, ngram_vocab_size_base=800,
@@ -256,9 +256,14 @@ NVFP4_NAME = "nvfp4"
 # ----------------------------------------------------------------------------------------------------------
 
 def make_config(fixture: Fixture) -> Qwen4ExpTextConfig:
-    config = Qwen4ExpTextConfig(**{**COMMON_CONFIG, **fixture.config})
-    config._attn_implementation = "eager"
-    return config
+    return Qwen4ExpTextConfig(**{**COMMON_CONFIG, **fixture.config})
+
+
+def use_reference_kernels(model: Qwen4ExpForCausalLM) -> Qwen4ExpForCausalLM:
+    """Eager attention and the eager per-expert loop: the plain PyTorch code the spec describes."""
+    model.config._attn_implementation = "eager"
+    model.config._experts_implementation = "eager"
+    return model.float().eval()
 
 
 def linear_gain(name: str, config: Qwen4ExpTextConfig) -> float:
@@ -313,7 +318,7 @@ def perturbed_value(name: str, param: torch.Tensor, config: Qwen4ExpTextConfig, 
 def build_model(fixture: Fixture, seed: int) -> Qwen4ExpForCausalLM:
     """FP32 model whose floating weights are perturbed and then rounded to BF16 values."""
     torch.manual_seed(seed)
-    model = Qwen4ExpForCausalLM(make_config(fixture)).float().eval()
+    model = use_reference_kernels(Qwen4ExpForCausalLM(make_config(fixture)))
     generator = torch.Generator().manual_seed(seed)
     norms = one_plus_w_norm_weights(model)
     for name, param in model.named_parameters():
@@ -587,9 +592,7 @@ def text_config_from_folder(folder: Path) -> Qwen4ExpTextConfig:
     rename_attention_layers(config, "full_attention")  # the alias every supported transformers accepts
     for key in ("architectures", "model_type", "transformers_version", "dtype", "number_of_conv_states"):
         config.pop(key, None)
-    text_config = Qwen4ExpTextConfig(**config)
-    text_config._attn_implementation = "eager"
-    return text_config
+    return Qwen4ExpTextConfig(**config)
 
 
 def load_with_transformers(folder: Path) -> Qwen4ExpForCausalLM:
@@ -598,7 +601,7 @@ def load_with_transformers(folder: Path) -> Qwen4ExpForCausalLM:
                                                       dtype=torch.float32, output_loading_info=True)
     if info["missing_keys"] or info.get("mismatched_keys"):
         raise RuntimeError(f"{folder}: reload is incomplete: {info}")
-    return model.eval()
+    return use_reference_kernels(model)
 
 
 def to_hf_state_dict(tensors: dict[str, torch.Tensor], config: Qwen4ExpTextConfig) -> dict[str, torch.Tensor]:
@@ -633,7 +636,7 @@ def to_hf_state_dict(tensors: dict[str, torch.Tensor], config: Qwen4ExpTextConfi
 def load_dequantized(folder: Path) -> Qwen4ExpForCausalLM:
     """FP32 model holding exactly the dequantised weights of an NVFP4 (+FP8 table) folder."""
     config = text_config_from_folder(folder)
-    model = Qwen4ExpForCausalLM(config).float().eval()
+    model = use_reference_kernels(Qwen4ExpForCausalLM(config))
     state = to_hf_state_dict(quantize_nvfp4.dequantize_folder(folder), config)
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:

@@ -246,6 +246,7 @@ void validate_core(const std::string& p, const ModelConfig& cfg) {
   require(std::isfinite(cfg.rms_norm_eps) && cfg.rms_norm_eps >= 0, p, "rms_norm_eps",
           "must be a finite number >= 0", cfg.rms_norm_eps);
   require(cfg.hidden_act == "silu", p, "hidden_act", "only \"silu\" is supported", in_quotes(cfg.hidden_act));
+  require(!cfg.attention_bias, p, "attention_bias", "attention biases are not supported (qwen4_exp has none)", "true");
   require(cfg.output_gate_type == "sigmoid" || cfg.output_gate_type == "silu", p, "output_gate_type",
           "must be \"sigmoid\" or \"silu\"", in_quotes(cfg.output_gate_type));
 }

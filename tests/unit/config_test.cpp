@@ -465,6 +465,10 @@ TEST(ConfigValidate, HiddenActMustBeSilu) {
   EXPECT_TRUE(names(error_with({{"hidden_act", "gelu"}}), {"hidden_act", "silu", "(got \"gelu\")"}));
 }
 
+TEST(ConfigValidate, AttentionBiasIsRejected) {
+  EXPECT_TRUE(names(error_with({{"attention_bias", true}}), {"attention_bias", "not supported"}));
+}
+
 TEST(ConfigValidate, OutputGateTypeMustBeSigmoidOrSilu) {
   EXPECT_TRUE(names(error_with({{"output_gate_type", "tanh"}}), {"output_gate_type", "sigmoid", "(got \"tanh\")"}));
   EXPECT_EQ(parse_config(released()).output_gate_type, "sigmoid");
