@@ -122,8 +122,10 @@ def dequantize_nvfp4(weight: torch.Tensor, weight_scale: torch.Tensor, weight_sc
     codes = unpack_nibbles(weight)
     n, k = codes.shape
     values = e2m1_decode(codes).view(n, k // GROUP_SIZE, GROUP_SIZE)
-    scale = weight_scale.float() * weight_scale_2.float()
-    return (values * scale.unsqueeze(-1)).view(n, k)
+    # e2m1 * e4m3 is exact in fp32 (2 + 4 significant bits), so the only rounding is the final multiply by
+    # weight_scale_2, as in a kernel that applies the global scale last.
+    block = values * weight_scale.float().unsqueeze(-1)
+    return (block * weight_scale_2.float()).view(n, k)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -272,10 +274,11 @@ def quantize_folder(src: Path, dst: Path, table_fp8: bool = False) -> None:
         index = {"metadata": {"total_size": total_size}, "weight_map": dict(sorted(weight_map.items()))}
         (dst / INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n")
 
-    # Everything that is not a weight file (generation_config.json, tokenizer files, ...) is copied.
+    # Everything else (generation_config.json, tokenizer files, ...) is copied, except what this script
+    # rewrites and golden-fixture outputs, which describe the unquantised model.
+    skipped = {INDEX_NAME, "config.json", "hf_quant_config.json", "golden.json", "reference_logits.f32"}
     for path in src.iterdir():
-        if path.is_file() and path.suffix != ".safetensors" and path.name not in (INDEX_NAME, "config.json",
-                                                                                  "hf_quant_config.json"):
+        if path.is_file() and path.suffix != ".safetensors" and path.name not in skipped:
             shutil.copy2(path, dst / path.name)
     write_configs(src, dst, quantized_layer_names(all_source_names))
 

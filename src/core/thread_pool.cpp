@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/log.h"
+
 namespace imp {
 
 ThreadPool::ThreadPool(int threads) {
@@ -18,7 +20,12 @@ ThreadPool::~ThreadPool() {
 }
 
 ThreadPool& ThreadPool::global() {
-  static ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  static ThreadPool& pool = [] () -> ThreadPool& {
+    const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    log::info("cpu threads: {} (one per hardware thread)", threads);
+    static ThreadPool instance(threads);
+    return instance;
+  }();
   return pool;
 }
 

@@ -139,8 +139,6 @@ int run_generate(const GenerateOptions& options) {
   return 0;
 }
 
-}  // namespace
-
 void add_generate(CLI::App& app, std::function<int()>& run) {
   auto options = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate tokens from a prompt of token ids");
@@ -160,4 +158,7 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
   cmd->callback([&run, options] { run = [options] { return run_generate(*options); }; });
 }
 
+const Registration kRegistration(add_generate);
+
+}  // namespace
 }  // namespace imp::tools

@@ -96,8 +96,6 @@ int run_inspect(const std::string& model_dir) {
   return 0;
 }
 
-}  // namespace
-
 void add_inspect(CLI::App& app, std::function<int()>& run) {
   auto model_dir = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand("inspect", "Show a model folder's config, tensors and bytes by dtype and role");
@@ -105,4 +103,7 @@ void add_inspect(CLI::App& app, std::function<int()>& run) {
   cmd->callback([&run, model_dir] { run = [model_dir] { return run_inspect(*model_dir); }; });
 }
 
+const Registration kRegistration(add_inspect);
+
+}  // namespace
 }  // namespace imp::tools

@@ -8,14 +8,20 @@
 #include "core/log.h"
 #include "tools/commands.h"
 
+namespace imp::tools {
+std::vector<CommandSetup>& command_registry() {
+  static std::vector<CommandSetup> registry;
+  return registry;
+}
+}  // namespace imp::tools
+
 int main(int argc, char** argv) {
   CLI::App app{"imp: qwen4_exp inference engine"};
   app.require_subcommand(1);
   bool quiet = false;
   app.add_flag("-q,--quiet", quiet, "Only print errors");
   std::function<int()> run;
-  imp::tools::add_generate(app, run);
-  imp::tools::add_inspect(app, run);
+  for (imp::tools::CommandSetup setup : imp::tools::command_registry()) setup(app, run);
   CLI11_PARSE(app, argc, argv);
   if (quiet) imp::log::set_level(imp::log::Level::kError);
   try {
