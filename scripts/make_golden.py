@@ -802,7 +802,8 @@ def make_nvfp4_fixture(source: Result, source_candidate: Candidate, out: Path) -
 
 
 def format_table(results: list[Result]) -> str:
-    header = "| name | layers | experts | prompt | distinct greedy | bytes | min router gap | min QSA gap (sparse rows) | min greedy gap |"
+    header = ("| name | layers | experts | prompt | distinct greedy | bytes | min router gap "
+              "| min QSA gap (sparse rows) | min greedy gap |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
     for r in results:
         m = r.margins
@@ -836,9 +837,15 @@ Each folder holds a tiny random `qwen4_exp` model in Hugging Face format (BF16 w
 
 The reference is HF eager attention and the eager per-expert loop in FP32 on the BF16-rounded weights
 (so an FP32 engine path should match to about 1e-5 relative). Greedy decoding ignores EOS: a continuation
-may contain id 1 (EOS), and the test must keep decoding past it. Every parameter was perturbed before rounding (norm weights ~N(0, 0.1)
-around their identity value, PLE conv non-zero, moderate GDN decay, O(1) activations), so no code path is
-inert. Reloading each folder with transformers reproduces the prompt logits bit for bit.
+may contain id 1 (EOS), and the test must keep decoding past it.
+
+Every parameter was perturbed before rounding (norm weights ~N(0, 0.1) around their identity value, PLE
+conv non-zero, moderate GDN decay, O(1) activations), so no code path is inert. A one-off check on
+ple_qsa, ple2_silu, long_sparse and multimodal: zeroing the PLE tables changed the logits by 50-80 %, and
+making QSA dense changed them by 6-7 % (and 3-6 greedy argmaxes).
+Reloading each folder with transformers reproduces the prompt logits bit for bit. The `multimodal`
+folder loads as the text model once its `text_config` is used and `model.language_model.` is mapped to
+`model.`; the `nvfp4` reference is HF on the weights returned by `quantize_nvfp4.dequantize_folder`.
 
 ## Fixtures
 
