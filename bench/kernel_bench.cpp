@@ -1,0 +1,111 @@
+// Kernel microbenchmarks on the GPU machine: measured HBM copy bandwidth, and the effective read bandwidth
+// of the decode kernels at the released model's shapes (LM head GEMV, 48 layers of top-10 NVFP4 experts
+// from 512-slot pools with fresh random routing per layer). Prints one JSON object.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cuda/kernels/dense.h"
+#include "cuda/kernels/moe_decode.h"
+#include "cuda/kernels/random_fill.h"
+#include "cuda/memory/device_buffer.h"
+
+namespace {
+
+using imp::cuda::DeviceBuffer;
+
+// Median milliseconds of `runs` timed repetitions of fn after `warmup` untimed ones.
+template <typename Fn>
+double median_ms(int warmup, int runs, Fn&& fn) {
+  cudaEvent_t start, stop;
+  IMP_CUDA_CHECK(cudaEventCreate(&start));
+  IMP_CUDA_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < warmup; ++i) fn(i);
+  std::vector<double> times;
+  for (int i = 0; i < runs; ++i) {
+    IMP_CUDA_CHECK(cudaEventRecord(start));
+    fn(warmup + i);
+    IMP_CUDA_CHECK(cudaEventRecord(stop));
+    IMP_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    IMP_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop{};
+  IMP_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  nlohmann::json out;
+  out["device"] = prop.name;
+  out["sms"] = prop.multiProcessorCount;
+  out["memory_gib"] = static_cast<double>(prop.totalGlobalMem) / (1ull << 30);
+
+  // HBM: device-to-device copy of 4 GiB (read + write counted).
+  {
+    const size_t bytes = 4ull << 30;
+    DeviceBuffer<uint8_t> a(bytes), b(bytes);
+    const double ms = median_ms(2, 9, [&](int) { IMP_CUDA_CHECK(cudaMemcpyAsync(b.data(), a.data(), bytes, cudaMemcpyDeviceToDevice)); });
+    out["hbm_copy_read_plus_write_GBps"] = 2.0 * static_cast<double>(bytes) / (ms * 1e6);
+  }
+
+  // LM head GEMV: 248320 x 2560 BF16, one row.
+  {
+    const int n = 248320, k = 2560;
+    DeviceBuffer<uint16_t> w(static_cast<size_t>(n) * k);
+    imp::cuda::launch_fill_random_bytes(reinterpret_cast<uint8_t*>(w.data()), w.size() * 2, 1, 0x00, 0x3c, nullptr);
+    DeviceBuffer<float> x(k), y(n);
+    IMP_CUDA_CHECK(cudaMemset(x.data(), 0, k * sizeof(float)));
+    const double ms = median_ms(3, 11, [&](int) { imp::cuda::launch_gemv_bf16(w.data(), x.data(), 1, n, k, y.data(), nullptr); });
+    out["lm_head_gemv"] = {{"ms", ms}, {"GBps", static_cast<double>(w.size()) * 2 / (ms * 1e6)}};
+  }
+
+  // 48 layers x top-10 NVFP4 experts (H 2560, I 640) from 512-slot pools, random routing per layer.
+  {
+    const int layers = 48, experts = 512, k = 10, H = 2560, I = 640;
+    const auto layout = imp::cuda::ExpertSlotLayout::make(H, I);
+    std::vector<DeviceBuffer<uint8_t>> pools;
+    for (int l = 0; l < layers; ++l) {
+      pools.emplace_back(layout.slot_bytes * experts);
+      imp::cuda::launch_fill_random_bytes(pools.back().data(), pools.back().size(), 100 + l, 0, 255, nullptr);
+    }
+    std::vector<imp::cuda::SlotScales> host_scales(experts, {0.01f, 0.01f, 0.01f, 0.0f});
+    DeviceBuffer<imp::cuda::SlotScales> scales(host_scales);
+    std::mt19937 rng(7);
+    const int variants = 64;
+    std::vector<int32_t> routes(static_cast<size_t>(variants) * layers * k);
+    for (int v = 0; v < variants * layers; ++v) {
+      std::vector<int32_t> all(experts);
+      for (int e = 0; e < experts; ++e) all[e] = e;
+      std::shuffle(all.begin(), all.end(), rng);
+      std::copy_n(all.begin(), k, routes.begin() + static_cast<ptrdiff_t>(v) * k);
+    }
+    DeviceBuffer<int32_t> slots(routes);
+    std::vector<float> host_w(k, 0.1f);
+    DeviceBuffer<float> weights(host_w), x(H), act(static_cast<size_t>(k) * I), y(H);
+    IMP_CUDA_CHECK(cudaMemset(x.data(), 0, H * sizeof(float)));
+    const double ms = median_ms(2, 9, [&](int iter) {
+      for (int l = 0; l < layers; ++l) {
+        const int32_t* s = slots.data() + (static_cast<size_t>(iter % variants) * layers + l) * k;
+        imp::cuda::launch_expert_gate_up(pools[l].data(), scales.data(), layout, x.data(), s, 1, k, act.data(), nullptr);
+        imp::cuda::launch_expert_down(pools[l].data(), scales.data(), layout, act.data(), s, weights.data(), 1, k, y.data(), nullptr);
+      }
+    });
+    const double bytes = static_cast<double>(layers) * k * static_cast<double>(layout.slot_bytes);
+    out["experts_48_layers_top10"] = {{"ms", ms}, {"bytes", bytes}, {"GBps", bytes / (ms * 1e6)},
+                                      {"slot_bytes", layout.slot_bytes}};
+  }
+  std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}

@@ -1,0 +1,101 @@
+#include "cuda/kernels/dense.h"
+
+#include "cuda/check.h"
+#include "cuda/kernels/fp_codes.cuh"
+
+namespace imp::cuda {
+namespace {
+
+constexpr int kWarp = 32;
+constexpr int kMaxRows = 8;
+
+template <int Rows>
+__global__ void gemv_bf16_kernel(const uint16_t* weight, const float* x, int n, int k, float* y) {
+  const int lane = threadIdx.x % kWarp;
+  const int row_n = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  if (row_n >= n) return;
+  const uint16_t* w = weight + static_cast<size_t>(row_n) * k;
+  float acc[Rows] = {};
+  // Each lane takes 8 weights (16 bytes) at a time, coalesced across the warp.
+  for (int c = lane * 8; c < k; c += kWarp * 8) {
+    const uint4 packed = *reinterpret_cast<const uint4*>(w + c);
+    const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
+    float wf[8];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      wf[2 * i] = bf16_bits_to_float(words[i] & 0xffffu);
+      wf[2 * i + 1] = bf16_bits_to_float(words[i] >> 16);
+    }
+#pragma unroll
+    for (int r = 0; r < Rows; ++r) {
+      const float4 x0 = *reinterpret_cast<const float4*>(x + static_cast<size_t>(r) * k + c);
+      const float4 x1 = *reinterpret_cast<const float4*>(x + static_cast<size_t>(r) * k + c + 4);
+      acc[r] += wf[0] * x0.x + wf[1] * x0.y + wf[2] * x0.z + wf[3] * x0.w + wf[4] * x1.x + wf[5] * x1.y + wf[6] * x1.z +
+                wf[7] * x1.w;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < Rows; ++r) {
+    float v = acc[r];
+    for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0) y[static_cast<size_t>(r) * n + row_n] = v;
+  }
+}
+
+template <int Rows>
+void launch_rows(const uint16_t* weight, const float* x, int32_t n, int32_t k, float* y, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  gemv_bf16_kernel<Rows><<<(n + kThreads / kWarp - 1) / (kThreads / kWarp), kThreads, 0, stream>>>(weight, x, n, k, y);
+}
+
+// One block per (row, group); groups are at most a few thousand wide.
+__global__ void rms_norm_kernel(const float* x, const uint16_t* weight, int width, int group, float eps, float* y) {
+  __shared__ float partial[32];
+  const int groups = width / group;
+  const int row = blockIdx.x / groups, g = blockIdx.x % groups;
+  const float* in = x + static_cast<size_t>(row) * width + static_cast<size_t>(g) * group;
+  float* out = y + static_cast<size_t>(row) * width + static_cast<size_t>(g) * group;
+  float s = 0.0f;
+  for (int i = threadIdx.x; i < group; i += blockDim.x) s += in[i] * in[i];
+  for (int o = kWarp / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (threadIdx.x % kWarp == 0) partial[threadIdx.x / kWarp] = s;
+  __syncthreads();
+  if (threadIdx.x < kWarp) {
+    s = threadIdx.x < blockDim.x / kWarp ? partial[threadIdx.x] : 0.0f;
+    for (int o = kWarp / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (threadIdx.x == 0) partial[0] = rsqrtf(s / static_cast<float>(group) + eps);
+  }
+  __syncthreads();
+  const float inv = partial[0];
+  for (int i = threadIdx.x; i < group; i += blockDim.x) {
+    out[i] = in[i] * inv * (1.0f + bf16_bits_to_float(weight[g * group + i]));
+  }
+}
+
+}  // namespace
+
+void launch_gemv_bf16(const uint16_t* weight, const float* x, int32_t rows, int32_t n, int32_t k, float* y,
+                      cudaStream_t stream) {
+  if (k % 8 != 0 || rows < 1 || rows > kMaxRows) throw_invalid_launch("gemv_bf16: K % 8 != 0 or rows outside [1, 8]");
+  switch (rows) {
+    case 1: launch_rows<1>(weight, x, n, k, y, stream); break;
+    case 2: launch_rows<2>(weight, x, n, k, y, stream); break;
+    case 3: launch_rows<3>(weight, x, n, k, y, stream); break;
+    case 4: launch_rows<4>(weight, x, n, k, y, stream); break;
+    case 5: launch_rows<5>(weight, x, n, k, y, stream); break;
+    case 6: launch_rows<6>(weight, x, n, k, y, stream); break;
+    case 7: launch_rows<7>(weight, x, n, k, y, stream); break;
+    default: launch_rows<8>(weight, x, n, k, y, stream); break;
+  }
+  IMP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_rms_norm(const float* x, const uint16_t* weight, int32_t rows, int32_t width, int32_t group, float eps,
+                     float* y, cudaStream_t stream) {
+  if (group <= 0 || width % group != 0) throw_invalid_launch("rms_norm: width must be a multiple of the group");
+  const int threads = group >= 1024 ? 1024 : (group + kWarp - 1) / kWarp * kWarp;
+  rms_norm_kernel<<<rows * (width / group), threads, 0, stream>>>(x, weight, width, group, eps, y);
+  IMP_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace imp::cuda

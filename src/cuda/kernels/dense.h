@@ -1,0 +1,21 @@
+// Dense decode kernels on BF16 weights with fp32 activations: GEMV for projections and the LM head,
+// and the (1 + w) RMSNorm used by every norm of the model except the GDN gated norm.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace imp::cuda {
+
+// y[r, n] = sum_k W[n, k] * x[r, k] for W [N, K] bf16 (row-major), x [rows, K] fp32, y [rows, N] fp32.
+// K % 8 == 0 (16-byte loads); rows <= 8 (decode batches; prefill uses the GEMM path).
+void launch_gemv_bf16(const uint16_t* weight, const float* x, int32_t rows, int32_t n, int32_t k, float* y,
+                      cudaStream_t stream);
+
+// Grouped (1 + w) RMSNorm: each row of `width` is normalised in groups of `group`, w spans the width (bf16).
+// In-place allowed (x == y).
+void launch_rms_norm(const float* x, const uint16_t* weight, int32_t rows, int32_t width, int32_t group, float eps,
+                     float* y, cudaStream_t stream);
+
+}  // namespace imp::cuda

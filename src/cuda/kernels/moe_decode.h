@@ -1,0 +1,30 @@
+// Decode-time MoE kernels over the expert slot pool (W4A16: NVFP4 weights dequantised in registers,
+// fp32 activations and accumulation).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/kernels/expert_slots.h"
+
+namespace imp::cuda {
+
+// Router: per token row of logits [rows, experts] (experts <= 4096), softmax in fp32, the top k by
+// probability (ties: lower expert id), optionally renormalised over the k. Writes experts [rows, k] and
+// weights [rows, k]. One block per row; every expert is considered.
+void launch_router_topk(const float* logits, int32_t rows, int32_t experts, int32_t k, bool renormalize,
+                        int32_t* top_experts, float* top_weights, cudaStream_t stream);
+
+// Gate/up of the chosen experts: for row r and choice j (slot = slots[r*k + j]),
+// act[(r*k + j), i] = silu(gate_i . x_r) * (up_i . x_r), i < I. x [rows, H] fp32.
+void launch_expert_gate_up(const uint8_t* pool, const SlotScales* scales, const ExpertSlotLayout& layout,
+                           const float* x, const int32_t* slots, int32_t rows, int32_t k, float* act,
+                           cudaStream_t stream);
+
+// Down and combine: y[r, n] = sum_j weights[r*k + j] * (down_n . act[(r*k + j), :]), overwriting y [rows, H].
+void launch_expert_down(const uint8_t* pool, const SlotScales* scales, const ExpertSlotLayout& layout,
+                        const float* act, const int32_t* slots, const float* weights, int32_t rows, int32_t k,
+                        float* y, cudaStream_t stream);
+
+}  // namespace imp::cuda
