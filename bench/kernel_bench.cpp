@@ -74,14 +74,14 @@ int main() {
   // 48 layers x top-10 NVFP4 experts (H 2560, I 640) from 512-slot pools, random routing per layer.
   {
     const int layers = 48, experts = 512, k = 10, H = 2560, I = 640;
-    const auto layout = imp::cuda::ExpertSlotLayout::make(H, I);
+    const auto layout = imp::model::ExpertSlotLayout::make(H, I);
     std::vector<DeviceBuffer<uint8_t>> pools;
     for (int l = 0; l < layers; ++l) {
       pools.emplace_back(layout.slot_bytes * experts);
       imp::cuda::launch_fill_random_bytes(pools.back().data(), pools.back().size(), 100 + l, 0, 255, nullptr);
     }
-    std::vector<imp::cuda::SlotScales> host_scales(experts, {0.01f, 0.01f, 0.01f, 0.0f});
-    DeviceBuffer<imp::cuda::SlotScales> scales(host_scales);
+    std::vector<imp::model::SlotScales> host_scales(experts, {0.01f, 0.01f, 0.01f, 0.0f});
+    DeviceBuffer<imp::model::SlotScales> scales(host_scales);
     std::mt19937 rng(7);
     const int variants = 64;
     std::vector<int32_t> routes(static_cast<size_t>(variants) * layers * k);
@@ -93,7 +93,8 @@ int main() {
     }
     DeviceBuffer<int32_t> slots(routes);
     std::vector<float> host_w(k, 0.1f);
-    DeviceBuffer<float> weights(host_w), x(H), act(static_cast<size_t>(k) * I), y(H);
+    DeviceBuffer<float> weights(host_w), x(H), y(H);
+    DeviceBuffer<uint16_t> act(static_cast<size_t>(k) * I);
     IMP_CUDA_CHECK(cudaMemset(x.data(), 0, H * sizeof(float)));
     const double ms = median_ms(2, 9, [&](int iter) {
       for (int l = 0; l < layers; ++l) {
@@ -105,6 +106,24 @@ int main() {
     const double bytes = static_cast<double>(layers) * k * static_cast<double>(layout.slot_bytes);
     out["experts_48_layers_top10"] = {{"ms", ms}, {"bytes", bytes}, {"GBps", bytes / (ms * 1e6)},
                                       {"slot_bytes", layout.slot_bytes}};
+    // The same 96 launches captured once as a CUDA graph and replayed (how a decode step runs).
+    cudaStream_t stream;
+    IMP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    IMP_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    for (int l = 0; l < layers; ++l) {
+      const int32_t* s = slots.data() + static_cast<size_t>(l) * k;
+      imp::cuda::launch_expert_gate_up(pools[l].data(), scales.data(), layout, x.data(), s, 1, k, act.data(), stream);
+      imp::cuda::launch_expert_down(pools[l].data(), scales.data(), layout, act.data(), s, weights.data(), 1, k, y.data(), stream);
+    }
+    IMP_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+    IMP_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    const double graph_ms = median_ms(2, 9, [&](int) {
+      IMP_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      IMP_CUDA_CHECK(cudaStreamSynchronize(stream));
+    });
+    out["experts_48_layers_top10_graph"] = {{"ms", graph_ms}, {"GBps", bytes / (graph_ms * 1e6)}};
   }
   std::printf("%s\n", out.dump(2).c_str());
   return 0;

@@ -5,6 +5,9 @@
 #include "cuda/check.h"
 #include "cuda/kernels/fp_codes.cuh"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 namespace imp::cuda {
 namespace {
 
@@ -81,64 +84,162 @@ __global__ void router_topk_kernel(const float* logits, int experts, int k, bool
   }
 }
 
-// Dot of one NVFP4 row with fp32 x over `cols` inputs, split over the warp in 16-byte chunks of 32 values.
-__device__ __forceinline__ float nvfp4_row_dot(const uint8_t* codes, const uint8_t* scales, const float* x, int cols,
-                                               int lane) {
-  float acc = 0.0f;
-  const int chunks = cols / 32;
-  for (int c = lane; c < chunks; c += kWarp) {
-    const uint4 packed = *reinterpret_cast<const uint4*>(codes + static_cast<size_t>(c) * 16);
+// Eight E2M1 values (four bytes, two per byte with the even input in the low nibble) to four bf16x2
+// registers, exactly, with byte permutes: magnitudes index two 8-entry byte tables (the high and low byte
+// of each bf16), and the sign bits are moved to bit 15 / 31.
+__device__ __forceinline__ void decode_e2m1x8(uint32_t w, uint32_t (&out)[4]) {
+  constexpr uint32_t kHighLo = 0x3F3F3F00u, kHighHi = 0x40404040u;  // bf16 high bytes of 0,.5,1,1.5 | 2,3,4,6
+  constexpr uint32_t kLowLo = 0xC0800000u, kLowHi = 0xC0804000u;     // bf16 low bytes
+  const uint32_t mag = w & 0x77777777u, mag_hi = mag >> 16;
+  const uint32_t h_a = __byte_perm(kHighLo, kHighHi, mag), l_a = __byte_perm(kLowLo, kLowHi, mag);
+  const uint32_t h_b = __byte_perm(kHighLo, kHighHi, mag_hi), l_b = __byte_perm(kLowLo, kLowHi, mag_hi);
+  out[0] = __byte_perm(l_a, h_a, 0x5140) | ((w << 12) & 0x8000u) | ((w << 24) & 0x80000000u);
+  out[1] = __byte_perm(l_a, h_a, 0x7362) | ((w << 4) & 0x8000u) | ((w << 16) & 0x80000000u);
+  out[2] = __byte_perm(l_b, h_b, 0x5140) | ((w >> 4) & 0x8000u) | ((w << 8) & 0x80000000u);
+  out[3] = __byte_perm(l_b, h_b, 0x7362) | ((w >> 12) & 0x8000u) | (w & 0x80000000u);
+}
+
+// Two E4M3 bytes (bits 0-7 and 8-15 of `bytes`) to floats times 2^-8, exactly: the E4M3 bits placed in an
+// fp16 keep their value up to 2^-8, subnormals included. Callers fold 2^8 into weight_scale_2.
+__device__ __forceinline__ float2 e4m3x2_to_float2_scaled(uint32_t bytes) {
+  const uint32_t spread = __byte_perm(bytes, 0u, 0x4140);  // [b0, 0, b1, 0]
+  const uint32_t half_bits = ((spread << 7) & 0x3F803F80u) | ((spread << 8) & 0x80008000u);
+  return __half22float2(*reinterpret_cast<const __half2*>(&half_bits));
+}
+
+constexpr float kScaleFold = 256.0f;  // undoes the 2^-8 of e4m3x2_to_float2_scaled
+
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// One warp: rows [16*strip, 16*strip + 16) of a packed projection times one BF16 vector x (in shared
+// memory as bf16x2 words), over supertiles [st_begin, st_end). Returns, in lanes with lane % 4 == 0, the
+// partial dots of rows lane/4 (first) and lane/4 + 8 (second), block scales applied (times 2^-8),
+// weight_scale_2 not.
+__device__ __forceinline__ float2 strip_dot(const uint8_t* codes, const uint8_t* scales, int supertiles,
+                                            int strip, int st_begin, int st_end, const uint32_t* x_words) {
+  const int lane = threadIdx.x % kWarp, g = lane / 4, c = 2 * (lane % 4);
+  float acc_g = 0.0f, acc_g8 = 0.0f;
+  const uint8_t* strip_codes = codes + static_cast<size_t>(strip) * supertiles * 512;
+  const uint8_t* strip_scales = scales + static_cast<size_t>(strip) * supertiles * 64;
+#pragma unroll 2
+  for (int st = st_begin; st < st_end; ++st) {
+    const uint4 packed = __ldg(reinterpret_cast<const uint4*>(strip_codes + static_cast<size_t>(st) * 512) + lane);
+    const uint32_t* st_scales = reinterpret_cast<const uint32_t*>(strip_scales + static_cast<size_t>(st) * 64);
+    const uint32_t sg = __ldg(st_scales + g), sg8 = __ldg(st_scales + g + 8);
+    const float2 s01 = e4m3x2_to_float2_scaled(sg), s23 = e4m3x2_to_float2_scaled(sg >> 16);
+    const float2 t01 = e4m3x2_to_float2_scaled(sg8), t23 = e4m3x2_to_float2_scaled(sg8 >> 16);
+    const float row_g[4] = {s01.x, s01.y, s23.x, s23.y}, row_g8[4] = {t01.x, t01.y, t23.x, t23.y};
     const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
-    const float* xs = x + c * 32;
-    float half_sums[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
-#pragma unroll
-      for (int n = 0; n < 8; ++n) half_sums[w / 2] += e2m1_to_float((words[w] >> (4 * n)) & 0xfu) * xs[w * 8 + n];
+    for (int q = 0; q < 4; ++q) {
+      uint32_t a[4];
+      decode_e2m1x8(words[q], a);
+      // Only column 0 of B carries x (lanes 0..3); the other columns are zero.
+      const int k = 64 * st + 16 * q + c;
+      const uint32_t b0 = g == 0 ? x_words[k / 2] : 0u;
+      const uint32_t b1 = g == 0 ? x_words[k / 2 + 4] : 0u;
+      float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mma_bf16_16816(d, a, b0, b1);
+      acc_g += d[0] * row_g[q];
+      acc_g8 += d[2] * row_g8[q];
     }
-    acc += half_sums[0] * e4m3_to_float(scales[2 * c]) + half_sums[1] * e4m3_to_float(scales[2 * c + 1]);
   }
-  return warp_sum(acc);
+  return make_float2(acc_g, acc_g8);
 }
 
-__global__ void expert_gate_up_kernel(const uint8_t* pool, const SlotScales* scales, ExpertSlotLayout layout,
-                                      const float* x, const int32_t* slots, int k, float* act) {
-  extern __shared__ float xs[];
-  const int pair = blockIdx.y;  // row * k + j
-  const int row = pair / k;
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+constexpr int kGateUpWarps = 8;  // 2 projections x 4 slices of the input dimension
+constexpr int kMaxHidden = 8192;
+
+// Block: one (row, choice) task and one strip of 16 intermediate rows, for gate and up together.
+__global__ void expert_gate_up_kernel(const uint8_t* pool, const model::SlotScales* scales,
+                                      model::ExpertSlotLayout layout, const float* x, const int32_t* slots, int k,
+                                      uint16_t* act) {
+  extern __shared__ __align__(16) uint32_t x_words[];  // [H/2] bf16x2
+  __shared__ float partial[kGateUpWarps][16];
+  const int task = blockIdx.y, strip = blockIdx.x, row = task / k;
   const int H = layout.hidden, I = layout.intermediate;
-  for (int i = threadIdx.x; i < H; i += blockDim.x) xs[i] = x[static_cast<size_t>(row) * H + i];
+  for (int i = threadIdx.x; i < H / 2; i += blockDim.x) {
+    const float* xr = x + static_cast<size_t>(row) * H;
+    x_words[i] = pack_bf16x2(xr[2 * i], xr[2 * i + 1]);
+  }
   __syncthreads();
-  const int slot = slots[pair];
+
+  const int slot = slots[task];
   const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
-  const SlotScales s = scales[slot];
-  const int lane = threadIdx.x % kWarp;
-  const int i = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
-  if (i >= I) return;
-  const size_t code_row = static_cast<size_t>(i) * H / 2, scale_row = static_cast<size_t>(i) * H / 16;
-  const float g = nvfp4_row_dot(base + layout.gate_codes + code_row, base + layout.gate_scales + scale_row, xs, H, lane) * s.gate;
-  const float u = nvfp4_row_dot(base + layout.up_codes + code_row, base + layout.up_scales + scale_row, xs, H, lane) * s.up;
-  if (lane == 0) act[static_cast<size_t>(pair) * I + i] = g / (1.0f + __expf(-g)) * u;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const model::SlotProjection& p = warp < 4 ? layout.gate : layout.up;
+  const int slice = warp % 4, supertiles = p.supertiles(), per = (supertiles + 3) / 4;
+  const float2 r = strip_dot(base + p.codes, base + p.scales, supertiles, strip, slice * per,
+                             min(supertiles, (slice + 1) * per), x_words);
+  if (lane % 4 == 0) {
+    partial[warp][lane / 4] = r.x;
+    partial[warp][lane / 4 + 8] = r.y;
+  }
+  __syncthreads();
+  if (threadIdx.x < 16) {
+    const model::SlotScales s = scales[slot];
+    float gate = 0.0f, up = 0.0f;
+    for (int w = 0; w < 4; ++w) {
+      gate += partial[w][threadIdx.x];
+      up += partial[4 + w][threadIdx.x];
+    }
+    gate *= s.gate * kScaleFold;
+    up *= s.up * kScaleFold;
+    const float h = gate / (1.0f + __expf(-gate)) * up;
+    const __nv_bfloat16 hb = __float2bfloat16_rn(h);
+    act[static_cast<size_t>(task) * I + 16 * strip + threadIdx.x] = *reinterpret_cast<const uint16_t*>(&hb);
+  }
 }
 
-__global__ void expert_down_kernel(const uint8_t* pool, const SlotScales* scales, ExpertSlotLayout layout,
-                                   const float* act, const int32_t* slots, const float* weights, int k, float* y) {
-  const int row = blockIdx.y;
+constexpr int kMaxTopK = 16;
+
+// Block: one row and one strip of 16 output rows; warp j computes choice j's expert over all of I.
+__global__ void expert_down_kernel(const uint8_t* pool, const model::SlotScales* scales,
+                                   model::ExpertSlotLayout layout, const uint16_t* act, const int32_t* slots,
+                                   const float* weights, int k, float* y) {
+  extern __shared__ __align__(16) uint32_t act_words[];  // [k][I/2] bf16x2
+  __shared__ float partial[kMaxTopK][16];
+  const int row = blockIdx.y, strip = blockIdx.x;
   const int H = layout.hidden, I = layout.intermediate;
-  const int lane = threadIdx.x % kWarp;
-  const int n = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
-  if (n >= H) return;
-  float out = 0.0f;
-  for (int j = 0; j < k; ++j) {
-    const int pair = row * k + j;
-    const int slot = slots[pair];
-    const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
-    const float dot = nvfp4_row_dot(base + layout.down_codes + static_cast<size_t>(n) * I / 2,
-                                    base + layout.down_scales + static_cast<size_t>(n) * I / 16,
-                                    act + static_cast<size_t>(pair) * I, I, lane);
-    out += weights[pair] * dot * scales[slot].down;
+  const uint32_t* act_row = reinterpret_cast<const uint32_t*>(act + static_cast<size_t>(row) * k * I);
+  for (int i = threadIdx.x; i < k * I / 2; i += blockDim.x) act_words[i] = act_row[i];
+  __syncthreads();
+
+  const int j = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int task = row * k + j;
+  const int slot = slots[task];
+  const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
+  const model::SlotProjection& p = layout.down;
+  const float2 r = strip_dot(base + p.codes, base + p.scales, p.supertiles(), strip, 0, p.supertiles(),
+                             act_words + j * (I / 2));
+  if (lane % 4 == 0) {
+    const float w = weights[task] * scales[slot].down * kScaleFold;
+    partial[j][lane / 4] = r.x * w;
+    partial[j][lane / 4 + 8] = r.y * w;
   }
-  if (lane == 0) y[static_cast<size_t>(row) * H + n] = out;
+  __syncthreads();
+  if (threadIdx.x < 16) {
+    float sum = 0.0f;
+    for (int e = 0; e < k; ++e) sum += partial[e][threadIdx.x];  // fixed order: deterministic
+    y[static_cast<size_t>(row) * H + 16 * strip + threadIdx.x] = sum;
+  }
+}
+
+// Above 48 KB a kernel needs an explicit opt-in (done once, never inside graph capture for small sizes).
+template <typename Kernel>
+void raise_shared_limit(Kernel kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return;
+  IMP_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 }  // namespace
@@ -150,22 +251,25 @@ void launch_router_topk(const float* logits, int32_t rows, int32_t experts, int3
   IMP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_expert_gate_up(const uint8_t* pool, const SlotScales* scales, const ExpertSlotLayout& layout,
-                           const float* x, const int32_t* slots, int32_t rows, int32_t k, float* act,
+void launch_expert_gate_up(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
+                           const float* x, const int32_t* slots, int32_t rows, int32_t k, uint16_t* act,
                            cudaStream_t stream) {
-  if (layout.hidden % 32 != 0 || layout.intermediate % 32 != 0) throw_invalid_launch("expert GEMV needs H and I divisible by 32");
-  constexpr int kThreads = 256, kRowsPerBlock = kThreads / kWarp;
-  const dim3 grid((layout.intermediate + kRowsPerBlock - 1) / kRowsPerBlock, rows * k);
-  expert_gate_up_kernel<<<grid, kThreads, layout.hidden * sizeof(float), stream>>>(pool, scales, layout, x, slots, k, act);
+  if (layout.hidden > kMaxHidden) throw_invalid_launch("expert gate/up: hidden size above 8192");
+  const size_t shared = static_cast<size_t>(layout.hidden) * 2;
+  raise_shared_limit(expert_gate_up_kernel, shared);
+  const dim3 grid(layout.intermediate / 16, rows * k);
+  expert_gate_up_kernel<<<grid, kGateUpWarps * kWarp, shared, stream>>>(pool, scales, layout, x, slots, k, act);
   IMP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_expert_down(const uint8_t* pool, const SlotScales* scales, const ExpertSlotLayout& layout,
-                        const float* act, const int32_t* slots, const float* weights, int32_t rows, int32_t k,
+void launch_expert_down(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
+                        const uint16_t* act, const int32_t* slots, const float* weights, int32_t rows, int32_t k,
                         float* y, cudaStream_t stream) {
-  constexpr int kThreads = 256, kRowsPerBlock = kThreads / kWarp;
-  const dim3 grid((layout.hidden + kRowsPerBlock - 1) / kRowsPerBlock, rows);
-  expert_down_kernel<<<grid, kThreads, 0, stream>>>(pool, scales, layout, act, slots, weights, k, y);
+  if (k > kMaxTopK) throw_invalid_launch("expert down: top-k above 16");
+  const size_t shared = static_cast<size_t>(k) * layout.intermediate * 2;
+  raise_shared_limit(expert_down_kernel, shared);
+  const dim3 grid(layout.hidden / 16, rows);
+  expert_down_kernel<<<grid, k * kWarp, shared, stream>>>(pool, scales, layout, act, slots, weights, k, y);
   IMP_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,12 +1,14 @@
-// Decode-time MoE kernels over the expert slot pool (W4A16: NVFP4 weights dequantised in registers,
-// fp32 activations and accumulation).
+// Decode-time MoE kernels over the expert slot pool (src/model/expert_slot.h): W4A16 on tensor cores.
+// NVFP4 weights are decoded exactly to BF16 in registers (a table lookup per byte), activations are BF16
+// (as the reference model stores them), products accumulate in fp32 (mma.m16n8k16), and the E4M3 block scale
+// and weight_scale_2 are applied to the fp32 partial sums.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
 
-#include "cuda/kernels/expert_slots.h"
+#include "model/expert_slot.h"
 
 namespace imp::cuda {
 
@@ -17,14 +19,14 @@ void launch_router_topk(const float* logits, int32_t rows, int32_t experts, int3
                         int32_t* top_experts, float* top_weights, cudaStream_t stream);
 
 // Gate/up of the chosen experts: for row r and choice j (slot = slots[r*k + j]),
-// act[(r*k + j), i] = silu(gate_i . x_r) * (up_i . x_r), i < I. x [rows, H] fp32.
-void launch_expert_gate_up(const uint8_t* pool, const SlotScales* scales, const ExpertSlotLayout& layout,
-                           const float* x, const int32_t* slots, int32_t rows, int32_t k, float* act,
+// act[(r*k + j), i] = bf16( silu(gate_i . x_r) * (up_i . x_r) ), i < I; x [rows, H] fp32 (used as bf16).
+void launch_expert_gate_up(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
+                           const float* x, const int32_t* slots, int32_t rows, int32_t k, uint16_t* act,
                            cudaStream_t stream);
 
 // Down and combine: y[r, n] = sum_j weights[r*k + j] * (down_n . act[(r*k + j), :]), overwriting y [rows, H].
-void launch_expert_down(const uint8_t* pool, const SlotScales* scales, const ExpertSlotLayout& layout,
-                        const float* act, const int32_t* slots, const float* weights, int32_t rows, int32_t k,
+void launch_expert_down(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
+                        const uint16_t* act, const int32_t* slots, const float* weights, int32_t rows, int32_t k,
                         float* y, cudaStream_t stream);
 
 }  // namespace imp::cuda

@@ -1,0 +1,50 @@
+// The byte format of one expert in a GPU expert slot (W4A16 NVFP4, for the tensor-core decode kernels).
+// Every routed expert the GPU computes with lives in a slot: gate, up and down, each repacked from the
+// ModelOpt checkpoint layout into mma-fragment order, plus the three fp32 weight_scale_2 values kept
+// outside the slot in a per-slot mirror. Kernels take slot indices, never expert ids: a pool with one slot
+// per expert (everything resident) and a cache filled from pinned host memory run the same kernels.
+//
+// A projection W [N, K] (N % 16 == 0, K % 64 == 0) is cut into strips of 16 rows and supertiles of 64
+// inputs. Codes: strip-major, 512 bytes per (strip, supertile); lane t of a warp reads its 16 bytes at
+// t * 16: for tile q (16 inputs) and register j, byte t*16 + q*4 + j is the checkpoint byte (two E2M1
+// values, even k in the low nibble) at row 16*strip + t/4 + 8*(j & 1), inputs
+// 64*st + 16*q + 2*(t%4) + 8*(j >> 1) and the next one: exactly the A fragment of mma.m16n8k16.
+// Scales: 64 bytes per (strip, supertile), byte r*4 + q = E4M3 scale of row 16*strip + r, tile q.
+// Packing permutes bytes only; the values are bit-identical to the checkpoint's.
+// (Plain C++17 so nvcc can include it.)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace imp::model {
+
+struct SlotProjection {
+  int32_t rows = 0;  // N
+  int32_t cols = 0;  // K
+  uint64_t codes = 0;   // byte offset of the codes in the slot
+  uint64_t scales = 0;  // byte offset of the scales in the slot
+  constexpr int32_t supertiles() const { return cols / 64; }
+  constexpr uint64_t code_bytes() const { return static_cast<uint64_t>(rows) * cols / 2; }
+  constexpr uint64_t scale_bytes() const { return static_cast<uint64_t>(rows) * cols / 16; }
+};
+
+struct ExpertSlotLayout {
+  int32_t hidden = 0;
+  int32_t intermediate = 0;
+  SlotProjection gate, up, down;  // gate/up [I, H], down [H, I]
+  uint64_t slot_bytes = 0;
+
+  // Throws imp::Error (from the .cpp) when H or I is not a multiple of 64.
+  static ExpertSlotLayout make(int32_t hidden, int32_t intermediate);
+};
+
+// Per-slot fp32 weight_scale_2 of gate, up and down.
+struct SlotScales {
+  float gate = 0, up = 0, down = 0, unused = 0;
+};
+
+// Repacks one projection from checkpoint layout (codes [N, K/2], scales [N, K/16]) into its slot region.
+void pack_projection(const SlotProjection& projection, const uint8_t* codes, const uint8_t* scales, uint8_t* slot);
+
+}  // namespace imp::model

@@ -1,0 +1,61 @@
+// The expert slot format: packing is a byte permutation into mma.m16n8k16 A-fragment order.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+#include "core/error.h"
+#include "model/expert_slot.h"
+
+namespace imp::model {
+namespace {
+
+TEST(ExpertSlot, LayoutOfTheReleasedShapes) {
+  const ExpertSlotLayout l = ExpertSlotLayout::make(2560, 640);
+  EXPECT_EQ(l.gate.code_bytes(), 819200u);
+  EXPECT_EQ(l.gate.scale_bytes(), 102400u);
+  EXPECT_EQ(l.slot_bytes, 3u * (819200u + 102400u));
+  for (const SlotProjection* p : {&l.gate, &l.up, &l.down}) {
+    EXPECT_EQ(p->codes % 16, 0u);
+    EXPECT_EQ(p->scales % 16, 0u);
+  }
+  EXPECT_THROW(ExpertSlotLayout::make(2560, 600), Error);
+}
+
+TEST(ExpertSlot, PackingIsAPermutationInFragmentOrder) {
+  const ExpertSlotLayout l = ExpertSlotLayout::make(128, 64);
+  const SlotProjection& p = l.down;  // [128, 64]: 8 strips x 1 supertile
+  std::vector<uint8_t> codes(p.code_bytes()), scales(p.scale_bytes());
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 7 + i / 256);
+  std::vector<uint8_t> slot(l.slot_bytes, 0xEE);
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = static_cast<uint8_t>(i);
+  pack_projection(p, codes.data(), scales.data(), slot.data());
+  const uint8_t* out = slot.data() + p.codes;
+  // Strip 1, lane 5 (row group 1, column pair 2), tile 2, register 3 (row +8, input +8):
+  // row 16 + 1 + 8 = 25, input 16*2 + 2*1 + 8 = 42 -> checkpoint byte 25 * 32 + 21.
+  EXPECT_EQ(out[512 * 1 + 5 * 16 + 2 * 4 + 3], codes[25 * 32 + 21]);
+  // Strip 0, lane 0, tile 0, register 0: row 0, inputs 0-1.
+  EXPECT_EQ(out[0], codes[0]);
+  // Scales: strip 3, row 7, tile 2 -> checkpoint scale row 55, block 2.
+  EXPECT_EQ(slot[p.scales + 64 * 3 + 7 * 4 + 2], scales[55 * 4 + 2]);
+
+  // Every checkpoint byte lands exactly once: mark 256 bytes at a time with distinct values and a mask.
+  for (size_t i = 0; i < codes.size(); i += 256) {
+    std::vector<uint8_t> marked(codes.size(), 0);
+    for (size_t j = i; j < i + 256; ++j) marked[j] = static_cast<uint8_t>(j - i);
+    std::vector<uint8_t> packed(l.slot_bytes, 0);
+    std::vector<uint8_t> is_marked(codes.size(), 0);
+    for (size_t j = i; j < i + 256; ++j) is_marked[j] = 1;
+    std::vector<uint8_t> packed_mask(l.slot_bytes, 0);
+    pack_projection(p, marked.data(), scales.data(), packed.data());
+    pack_projection(p, is_marked.data(), scales.data(), packed_mask.data());
+    std::set<int> values;
+    for (uint64_t b = 0; b < p.code_bytes(); ++b) {
+      if (packed_mask[p.codes + b]) values.insert(packed[p.codes + b]);
+    }
+    EXPECT_EQ(values.size(), 256u) << "block " << i;
+  }
+}
+
+}  // namespace
+}  // namespace imp::model
