@@ -1,9 +1,10 @@
-// imp generate: prefill a prompt of token ids, then decode greedily (or sampled), optionally writing
-// the logits of every position. Output contracts (--json line, --logits-out layout) are relied on by
-// other tools; keep them stable.
+// imp generate: prefill a prompt (token ids, or text through the model's tokenizer), then decode greedily
+// (or sampled), streaming the tokens or the text, optionally writing the logits of every position.
+// Output contracts (--json line, --logits-out layout) are relied on by other tools; keep them stable.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,8 @@
 #include "core/log.h"
 #include "runtime/engine.h"
 #include "runtime/sampler.h"
+#include "runtime/stop_tokens.h"
+#include "text/tokenizer.h"
 #include "tools/commands.h"
 
 namespace imp::tools {
@@ -24,6 +27,7 @@ struct GenerateOptions {
   std::string model_dir;
   std::string backend = "cpu";
   std::string prompt_tokens;
+  std::string prompt_text;
   int64_t max_tokens = 16;
   bool json = false;
   bool ignore_eos = false;
@@ -77,8 +81,21 @@ class LogitsWriter {
 };
 
 int run_generate(const GenerateOptions& options) {
-  const std::vector<int32_t> prompt = parse_token_list(options.prompt_tokens);
   if (options.max_tokens < 1) fail("--max-tokens must be at least 1");
+  if (options.sampling.temperature < 0.0f) fail("--temperature must be >= 0");
+  if (options.sampling.top_p <= 0.0f || options.sampling.top_p > 1.0f) fail("--top-p must be in (0, 1]");
+  // Text mode: the model folder's tokenizer encodes the prompt and decodes what is generated.
+  std::optional<text::Tokenizer> tokenizer;
+  std::vector<int32_t> prompt;
+  if (!options.prompt_text.empty()) {
+    tokenizer = text::Tokenizer::load(options.model_dir);
+    prompt = tokenizer->encode(options.prompt_text);
+    if (prompt.empty()) fail("--prompt encodes to no tokens");
+  } else if (!options.prompt_tokens.empty()) {
+    prompt = parse_token_list(options.prompt_tokens);
+  } else {
+    fail("give the prompt with --prompt TEXT or --prompt-tokens IDS");
+  }
 
   const auto load_start = std::chrono::steady_clock::now();
   auto engine = runtime::load_engine(options.model_dir, {.backend = options.backend});
@@ -88,6 +105,10 @@ int run_generate(const GenerateOptions& options) {
   log::info("loaded {} ({} layers, {} experts, backend {}) in {:.2f} s", options.model_dir, config.num_hidden_layers,
             config.num_experts, engine->backend_name(), load_s);
 
+  if (tokenizer && tokenizer->vocab_size() > vocab) {
+    fail("the tokenizer has {} tokens but the model's vocab_size is {}", tokenizer->vocab_size(), vocab);
+  }
+  const std::vector<int32_t> stops = runtime::load_stop_tokens(options.model_dir, config);
   LogitsWriter logits_out(options.logits_out);
   runtime::Sampler sampler(options.sampling);
   const runtime::SequenceId sequence = engine->new_sequence();
@@ -101,16 +122,25 @@ int run_generate(const GenerateOptions& options) {
   std::span<const float> last(logits.data() + logits.size() - static_cast<size_t>(vocab), static_cast<size_t>(vocab));
 
   std::vector<int32_t> generated;
+  std::optional<text::IncrementalDetokenizer> detokenizer;
+  if (tokenizer) detokenizer.emplace(*tokenizer);
+  std::string text;
   const auto decode_start = std::chrono::steady_clock::now();
   while (true) {
     const int32_t token = sampler.sample(last);
     generated.push_back(token);
-    if (!options.json) {
+    const bool is_stop = std::find(stops.begin(), stops.end(), token) != stops.end();
+    const bool done = static_cast<int64_t>(generated.size()) >= options.max_tokens || (is_stop && !options.ignore_eos);
+    if (detokenizer) {
+      std::string piece = detokenizer->push(token);
+      if (done) piece += detokenizer->finish();
+      text += piece;
+      if (!options.json) fmt::print("{}", piece);
+    } else if (!options.json) {
       fmt::print("{}{}", generated.size() == 1 ? "" : " ", token);
-      std::fflush(stdout);
     }
-    const bool is_eos = std::find(config.eos_token_ids.begin(), config.eos_token_ids.end(), token) != config.eos_token_ids.end();
-    if (static_cast<int64_t>(generated.size()) >= options.max_tokens || (is_eos && !options.ignore_eos)) break;
+    if (!options.json) std::fflush(stdout);
+    if (done) break;
     const int32_t next[1] = {token};
     request = {.sequence = sequence, .tokens = next, .all_logits = false};
     logits = std::move(engine->forward({&request, 1}).front());
@@ -130,6 +160,7 @@ int run_generate(const GenerateOptions& options) {
   };
   if (options.json) {
     nlohmann::json out = {{"prompt_tokens", prompt}, {"tokens", generated}, {"timings", timings}};
+    if (tokenizer) out["text"] = text;
     fmt::print("{}\n", out.dump());
   } else {
     fmt::print("\n");
@@ -144,7 +175,9 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
   CLI::App* cmd = app.add_subcommand("generate", "Generate tokens from a prompt of token ids");
   cmd->add_option("--model", options->model_dir, "Model folder (config.json + safetensors)")->required();
   cmd->add_option("--backend", options->backend, "cpu or cuda")->capture_default_str();
-  cmd->add_option("--prompt-tokens", options->prompt_tokens, "Prompt token ids, comma-separated")->required();
+  auto* tokens_opt = cmd->add_option("--prompt-tokens", options->prompt_tokens, "Prompt token ids, comma-separated");
+  auto* text_opt = cmd->add_option("--prompt", options->prompt_text, "Prompt text (needs the model's tokenizer.json)");
+  tokens_opt->excludes(text_opt);
   cmd->add_option("--max-tokens", options->max_tokens, "Tokens to generate")->capture_default_str();
   cmd->add_flag("--json", options->json, "Print one JSON line: prompt_tokens, tokens, timings");
   cmd->add_option("--logits-out", options->logits_out,

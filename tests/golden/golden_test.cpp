@@ -27,14 +27,15 @@ namespace fs = std::filesystem;
 // Relative tolerance of the issue: max |logit - HF| / max |HF logit| per position.
 constexpr double kTolerance = 1e-4;
 
-fs::path golden_dir() { return fs::path(IMP_SOURCE_DIR) / "tests" / "fixtures" / "golden"; }
+fs::path fixtures_dir() { return fs::path(IMP_SOURCE_DIR) / "tests" / "fixtures"; }
 
+// Every folder of tests/fixtures/golden, plus the tiny chat model (same golden.json keys).
 std::vector<std::string> fixture_names() {
   std::vector<std::string> names;
-  if (!fs::exists(golden_dir())) return names;
-  for (const auto& entry : fs::directory_iterator(golden_dir())) {
-    if (fs::exists(entry.path() / "golden.json")) names.push_back(entry.path().filename().string());
+  for (const auto& entry : fs::directory_iterator(fixtures_dir() / "golden")) {
+    if (fs::exists(entry.path() / "golden.json")) names.push_back("golden/" + entry.path().filename().string());
   }
+  if (fs::exists(fixtures_dir() / "chat_tiny" / "golden.json")) names.push_back("chat_tiny");
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -54,7 +55,7 @@ struct Fixture {
   std::vector<float> reference;  // rows of vocab
   int64_t vocab = 0;
 
-  explicit Fixture(const std::string& name) : dir(golden_dir() / name) {
+  explicit Fixture(const std::string& name) : dir(fixtures_dir() / name) {
     std::ifstream in(dir / "golden.json");
     const nlohmann::json golden = nlohmann::json::parse(in);
     prompt = golden.at("prompt").get<std::vector<int32_t>>();
@@ -148,7 +149,7 @@ TEST_P(Golden, PrefillThenDecodeEqualsOneLongPrefill) {
 // The command line reproduces the fixture: `imp generate ... --logits-out`.
 TEST_P(Golden, CommandLineReproducesTheFixture) {
   const Fixture f(GetParam());
-  const fs::path out = fs::temp_directory_path() / fmt::format("imp_golden_{}_{}.f32", GetParam(), ::getpid());
+  const fs::path out = fs::temp_directory_path() / fmt::format("imp_golden_{}_{}.f32", fs::path(GetParam()).filename().string(), ::getpid());
   const std::string command = fmt::format(
       "{} -q generate --model {} --backend cpu --prompt-tokens {} --max-tokens {} --ignore-eos --json --logits-out {}",
       IMP_BINARY, f.dir.string(), fmt::join(f.prompt, ","), f.greedy.size(), out.string());
@@ -176,12 +177,12 @@ TEST_P(Golden, InspectWorks) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Golden, testing::ValuesIn(fixture_names()),
                          [](const testing::TestParamInfo<std::string>& info) {
-                           std::string name = info.param;
+                           std::string name = fs::path(info.param).filename().string();
                            for (char& ch : name) if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return name;
                          });
 
-TEST(GoldenFixtures, ArePresent) { EXPECT_GE(fixture_names().size(), 7u) << "run scripts/make_golden.py"; }
+TEST(GoldenFixtures, ArePresent) { EXPECT_GE(fixture_names().size(), 8u) << "run scripts/make_golden.py"; }
 
 }  // namespace
 }  // namespace imp
