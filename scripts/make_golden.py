@@ -362,7 +362,8 @@ def compute_reference(model: Qwen4ExpForCausalLM, prompt: list[int]) -> Referenc
 
     # The model's own generation_config carries eos_token_id, which generate() would merge in.
     model.generation_config = greedy_generation_config()
-    out = model.generate(ids, generation_config=model.generation_config)
+    # An explicit all-ones mask: otherwise generate() treats prompt ids equal to pad_token_id as padding.
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), generation_config=model.generation_config)
     tokens = out.sequences[0, len(prompt):].tolist()
     step_logits = torch.stack([step[0] for step in out.logits]).float()
     if len(tokens) != MAX_NEW_TOKENS:
