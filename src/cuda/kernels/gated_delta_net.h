@@ -1,0 +1,41 @@
+// Gated DeltaNet decode step (one token per row) on the GPU, after the input projections and before
+// out_proj, exactly the math of cpu::gated_delta_net's token-by-token path in fp32:
+//   conv:  c = silu(sum_j w[c, j] * [conv_state ++ mixed][j]), the conv state shifts by one row;
+//   head h (key head h / (value_heads / key_heads)): q = l2(q) / sqrt(dk), k = l2(k), beta = sigmoid(b),
+//          g = -exp(A_log) * softplus(a + dt_bias); S <- e^g S; delta = beta (v - S^T k); S += k delta^T;
+//          o = S^T q; then the gated RMSNorm o * rsqrt(mean(o^2) + eps) * w * act(z), act sigmoid or silu.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace imp::cuda {
+
+struct GatedDeltaNetShape {
+  int32_t key_heads = 0, value_heads = 0, key_dim = 0, value_dim = 0, conv_kernel = 0;
+  float eps = 1e-6f;
+  bool sigmoid_gate = true;
+  constexpr int32_t conv_channels() const { return 2 * key_heads * key_dim + value_heads * value_dim; }
+};
+
+struct GatedDeltaNetWeightsDevice {
+  const uint16_t* conv1d;   // bf16 [conv_channels, kernel]
+  const uint16_t* a_log;    // bf16 [value_heads]
+  const uint16_t* dt_bias;  // bf16 [value_heads]
+  const uint16_t* norm;     // bf16 [value_dim]
+};
+
+// mixed [rows, conv_channels] (in_proj_qkv output, fp32) is convolved in place (silu applied);
+// conv_state [rows, kernel - 1, conv_channels] advances by one token.
+void launch_gdn_conv_step(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w, float* mixed,
+                          float* conv_state, int32_t rows, cudaStream_t stream);
+
+// z [rows, value_heads * value_dim], b and a [rows, value_heads]; recurrent [rows, value_heads, key_dim,
+// value_dim] fp32 is updated in place; out [rows, value_heads * value_dim] receives the gated-normed output.
+// Head dims up to 1024. One block per (value head, row), one thread per value column.
+void launch_gdn_recurrent_step(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,
+                               const float* mixed, const float* z, const float* b, const float* a, float* recurrent,
+                               float* out, int32_t rows, cudaStream_t stream);
+
+}  // namespace imp::cuda
