@@ -1,0 +1,45 @@
+// Gated attention for decode rows over a paged KV cache, the math of cpu::attention for one token:
+// per-head (1+w) RMSNorm and partial NeoX RoPE of q and k, K/V appended to the sequence's pages, softmax
+// attention of each query head over its KV head's cached tokens (all of them, or the QSA selection),
+// and the sigmoid output gate. The projections run on the dense kernels.
+//
+// KV pages: a pool [pages, page_size, kv_heads * head_dim] for K and one for V (Cache = float or bf16
+// bits); page_table [rows, max_pages] maps a row's token t to page page_table[t / page_size].
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace imp::cuda {
+
+// x in place, head (row, h) at x + (row * heads + h) * head_stride: (1 + w) RMSNorm per head (w bf16
+// [head_dim]), then RoPE on dims [0, rotary_dim) in pairs (i, i + rotary_dim/2) at positions[row];
+// inv_freq [rotary_dim / 2] fp32. head_stride is 2 * head_dim for q_proj's [query | gate] heads.
+void launch_head_norm_rope(float* x, int32_t head_stride, const uint16_t* weight, int32_t rows, int32_t heads, int32_t head_dim,
+                           int32_t rotary_dim, const int32_t* positions, const float* inv_freq, float eps,
+                           cudaStream_t stream);
+
+struct KvPages {
+  void* keys = nullptr;    // [pages, page_size, kv_heads * head_dim]
+  void* values = nullptr;  // same
+  const int32_t* page_table = nullptr;  // [rows, max_pages]
+  int32_t max_pages = 0;
+  int32_t page_size = 0;
+  bool bf16 = true;  // storage: bf16 bits, or fp32
+};
+
+// Writes k and v [rows, kv_heads * head_dim] at token positions[row].
+void launch_kv_append(const KvPages& cache, const float* k, const float* v, const int32_t* positions, int32_t rows,
+                      int32_t kv_width, cudaStream_t stream);
+
+// out [rows, heads * head_dim] = sigmoid(gate) * softmax(q k^T / sqrt(head_dim)) v over tokens
+// 0..positions[row] (selected == nullptr) or over selected[row, 0..selected_count[row]). Query and gate
+// head (row, h) start at q / gate + (row * heads + h) * head_stride.
+void launch_attention_decode(const KvPages& cache, const float* q, const float* gate, int32_t head_stride,
+                             const int32_t* positions,
+                             const int32_t* selected, const int32_t* selected_count, int32_t max_selected,
+                             int32_t rows, int32_t heads, int32_t kv_heads, int32_t head_dim, float* out,
+                             cudaStream_t stream);
+
+}  // namespace imp::cuda
