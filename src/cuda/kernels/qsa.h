@@ -1,0 +1,28 @@
+// QSA indexer selection for decode rows, the math of cpu::qsa_select:
+//   block key b = RoPE_{pos 4b}( k_layernorm( mean(raw keys of tokens [r*b, r*b + r)) ) ), computed once per
+//   completed block into a block-key cache (launch_qsa_block_keys);
+//   score_b = sum_h relu(q_h . key_b) / sqrt(dim); keep the top `block_topk` blocks (ties: lower block) plus the
+//   incomplete tail, as a sorted token list (launch_qsa_select).
+// While every block fits the budget the selection is all tokens: callers then use dense attention.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace imp::cuda {
+
+// block_keys[b] for b in [first_block, last_block) of one sequence, from raw_keys [tokens, dim] (fp32,
+// contiguous per sequence); k_norm bf16 [dim]; RoPE on [0, rotary_dim) with inv_freq.
+void launch_qsa_block_keys(const float* raw_keys, int32_t first_block, int32_t last_block, int32_t ratio, int32_t dim,
+                           const uint16_t* k_norm, float eps, int32_t rotary_dim, const float* inv_freq,
+                           float* block_keys, cudaStream_t stream);
+
+// One row: queries [heads, dim] (normed, rotated); blocks = complete blocks of the visible tokens
+// (position + 1) / ratio; scores scratch [blocks]. Writes selected [block_topk * ratio + ratio - 1] and
+// its count. One block of threads does the whole selection (a radix select on the score bits).
+void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const float* block_keys, int32_t position,
+                       int32_t ratio, int32_t block_topk, float* scores, int32_t* selected, int32_t* selected_count,
+                       cudaStream_t stream);
+
+}  // namespace imp::cuda
