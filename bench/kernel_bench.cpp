@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <tuple>
 #include <cstdio>
 #include <random>
 #include <string>
@@ -69,6 +70,17 @@ int main() {
     IMP_CUDA_CHECK(cudaMemset(x.data(), 0, k * sizeof(float)));
     const double ms = median_ms(3, 11, [&](int) { imp::cuda::launch_gemv_bf16(w.data(), x.data(), 1, n, k, y.data(), nullptr); });
     out["lm_head_gemv"] = {{"ms", ms}, {"GBps", static_cast<double>(w.size()) * 2 / (ms * 1e6)}};
+  }
+
+  // Per-layer dense GEMVs of the released shapes (one row): GDN in_proj_qkv, out_proj, HC down and up.
+  for (auto [name, n, k] : {std::tuple{"gemv_10240x2560", 10240, 2560}, {"gemv_2560x6144", 2560, 6144},
+                            {"gemv_320x10240", 320, 10240}, {"gemv_10240x320", 10240, 320}}) {
+    DeviceBuffer<uint16_t> w(static_cast<size_t>(n) * k);
+    imp::cuda::launch_fill_random_bytes(reinterpret_cast<uint8_t*>(w.data()), w.size() * 2, 2, 0x00, 0x3c, nullptr);
+    DeviceBuffer<float> x(k), y(n);
+    IMP_CUDA_CHECK(cudaMemset(x.data(), 0, k * sizeof(float)));
+    const double ms = median_ms(3, 21, [&](int) { imp::cuda::launch_gemv_bf16(w.data(), x.data(), 1, n, k, y.data(), nullptr); });
+    out[name] = {{"us", ms * 1000}, {"GBps", static_cast<double>(w.size()) * 2 / (ms * 1e6)}};
   }
 
   // 48 layers x top-10 NVFP4 experts (H 2560, I 640) from 512-slot pools, random routing per layer.
