@@ -14,41 +14,12 @@
 #include "cuda/kernels/attention_decode.h"
 #include "cuda/kernels/dense.h"
 #include "cuda/memory/device_buffer.h"
+#include "gpu_test_util.h"
 
 namespace imp::cuda {
 namespace {
 
-std::mt19937& rng() {
-  static std::mt19937 engine(std::random_device{}());
-  return engine;
-}
-
-struct Weight {
-  std::vector<uint16_t> bits;
-  model::TensorInfo info;
-  DeviceBuffer<uint16_t> device;
-  Weight(std::vector<int64_t> shape, float scale, float offset = 0.0f) {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    std::normal_distribution<float> dist(offset, scale);
-    for (int64_t i = 0; i < n; ++i) bits.push_back(f32_to_bf16(dist(rng())));
-    info.name = "w";
-    info.dtype = DType::kBF16;
-    info.shape = std::move(shape);
-    info.data = reinterpret_cast<const uint8_t*>(bits.data());
-    info.nbytes = bits.size() * 2;
-    device = DeviceBuffer<uint16_t>(bits);
-  }
-};
-
-double max_rel_diff(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0.0, scale = 1e-30;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
-  }
-  return diff / scale;
-}
+using namespace testing_support;
 
 struct Case {
   int hidden, heads, kv_heads, head_dim, prompt;
@@ -75,7 +46,7 @@ void run_case(const Case& t) {
     config.indexer_compress_ratio = 4;
   }
   const int hd = t.head_dim, kv_width = t.kv_heads * hd;
-  Weight q_proj({t.heads * hd * 2, t.hidden}, 0.05f), k_proj({kv_width, t.hidden}, 0.05f),
+  Bf16Weight q_proj({t.heads * hd * 2, t.hidden}, 0.05f), k_proj({kv_width, t.hidden}, 0.05f),
       v_proj({kv_width, t.hidden}, 0.05f), o_proj({t.hidden, t.heads * hd}, 0.05f), q_norm({hd}, 0.1f),
       k_norm({hd}, 0.1f), index_qk({5 * 32, t.hidden}, 0.05f), index_qn({32}, 0.1f), index_kn({32}, 0.1f);
   model::AttentionWeights w{&q_proj.info, &k_proj.info, &v_proj.info, &o_proj.info, &q_norm.info, &k_norm.info,

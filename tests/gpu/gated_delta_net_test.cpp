@@ -13,42 +13,12 @@
 #include "cuda/kernels/dense.h"
 #include "cuda/kernels/gated_delta_net.h"
 #include "cuda/memory/device_buffer.h"
+#include "gpu_test_util.h"
 
 namespace imp::cuda {
 namespace {
 
-std::mt19937& rng() {
-  static std::mt19937 engine(std::random_device{}());
-  return engine;
-}
-
-// A BF16 weight on both sides: host bytes behind a TensorInfo for the CPU twin, and a device copy.
-struct Weight {
-  std::vector<uint16_t> bits;
-  model::TensorInfo info;
-  DeviceBuffer<uint16_t> device;
-  Weight(std::vector<int64_t> shape, float scale, float offset = 0.0f) {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    std::normal_distribution<float> dist(offset, scale);
-    for (int64_t i = 0; i < n; ++i) bits.push_back(f32_to_bf16(dist(rng())));
-    info.name = "w";
-    info.dtype = DType::kBF16;
-    info.shape = std::move(shape);
-    info.data = reinterpret_cast<const uint8_t*>(bits.data());
-    info.nbytes = bits.size() * 2;
-    device = DeviceBuffer<uint16_t>(bits);
-  }
-};
-
-double max_rel_diff(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0.0, scale = 1e-30;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
-  }
-  return diff / scale;
-}
+using namespace testing_support;
 
 void run_case(int hidden, int key_heads, int value_heads, int key_dim, int value_dim, bool sigmoid_gate) {
   model::ModelConfig config;
@@ -61,7 +31,7 @@ void run_case(int hidden, int key_heads, int value_heads, int key_dim, int value
   config.output_gate_type = sigmoid_gate ? "sigmoid" : "silu";
   const int conv = static_cast<int>(config.gdn_conv_dim()), vdim = value_heads * value_dim;
 
-  Weight qkv({conv, hidden}, 0.05f), z({vdim, hidden}, 0.05f), b({value_heads, hidden}, 0.05f),
+  Bf16Weight qkv({conv, hidden}, 0.05f), z({vdim, hidden}, 0.05f), b({value_heads, hidden}, 0.05f),
       a({value_heads, hidden}, 0.05f), conv1d({conv, 1, 4}, 0.4f), dt_bias({value_heads}, 0.3f),
       a_log({value_heads}, 0.5f), norm({value_dim}, 0.1f, 1.0f), out_proj({hidden, vdim}, 0.05f);
   const model::GatedDeltaNetWeights cpu_w{&qkv.info, &z.info, &b.info, &a.info, &conv1d.info,

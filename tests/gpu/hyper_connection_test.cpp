@@ -12,41 +12,12 @@
 #include "cuda/kernels/dense.h"
 #include "cuda/kernels/hyper_connection.h"
 #include "cuda/memory/device_buffer.h"
+#include "gpu_test_util.h"
 
 namespace imp::cuda {
 namespace {
 
-std::mt19937& rng() {
-  static std::mt19937 engine(std::random_device{}());
-  return engine;
-}
-
-struct Weight {
-  std::vector<uint16_t> bits;
-  model::TensorInfo info;
-  DeviceBuffer<uint16_t> device;
-  Weight(std::vector<int64_t> shape, float scale) {
-    int64_t n = 1;
-    for (int64_t s : shape) n *= s;
-    std::normal_distribution<float> dist(0.0f, scale);
-    for (int64_t i = 0; i < n; ++i) bits.push_back(f32_to_bf16(dist(rng())));
-    info.name = "w";
-    info.dtype = DType::kBF16;
-    info.shape = std::move(shape);
-    info.data = reinterpret_cast<const uint8_t*>(bits.data());
-    info.nbytes = bits.size() * 2;
-    device = DeviceBuffer<uint16_t>(bits);
-  }
-};
-
-double max_rel_diff(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0.0, scale = 1e-30;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
-  }
-  return diff / scale;
-}
+using namespace testing_support;
 
 void run_case(int streams, int d, int rank, int rows) {
   model::ModelConfig config;
@@ -54,7 +25,7 @@ void run_case(int streams, int d, int rank, int rows) {
   config.hidden_size = d;
   config.hc_lowrank = rank;
   const int width = streams * d;
-  Weight norm({width}, 0.1f), down({rank, width}, 0.02f), up({width, rank}, 0.05f), inject({streams, width}, 0.02f);
+  Bf16Weight norm({width}, 0.1f), down({rank, width}, 0.02f), up({width, rank}, 0.05f), inject({streams, width}, 0.02f);
   const model::HyperConnectionWeights w{&norm.info, &down.info, &up.info, &inject.info};
 
   std::normal_distribution<float> dist(0.0f, 2.0f);

@@ -13,36 +13,17 @@
 #include "cuda/kernels/dense.h"
 #include "cuda/kernels/moe_decode.h"
 #include "cuda/memory/device_buffer.h"
+#include "gpu_test_util.h"
 
 namespace imp::cuda {
 namespace {
 
-std::mt19937& rng() {
-  static std::mt19937 engine(std::random_device{}());
-  return engine;
-}
-
-std::vector<float> random_floats(size_t n, float scale = 1.0f) {
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng());
-  return v;
-}
+using namespace testing_support;
 
 std::vector<uint16_t> to_bf16(const std::vector<float>& v) {
   std::vector<uint16_t> out(v.size());
   std::transform(v.begin(), v.end(), out.begin(), f32_to_bf16);
   return out;
-}
-
-model::TensorInfo host_tensor(const void* data, DType dtype, std::vector<int64_t> shape) {
-  model::TensorInfo t;
-  t.name = "host";
-  t.dtype = dtype;
-  t.shape = std::move(shape);
-  t.data = static_cast<const uint8_t*>(data);
-  t.nbytes = static_cast<size_t>(t.numel()) * dtype_size(dtype);
-  return t;
 }
 
 // max |a - b| <= tolerance * max |b|

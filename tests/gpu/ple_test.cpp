@@ -14,15 +14,13 @@
 #include "cuda/kernels/dense.h"
 #include "cuda/kernels/ple.h"
 #include "cuda/memory/device_buffer.h"
+#include "gpu_test_util.h"
 #include "model/ngram_hash.h"
 
 namespace imp::cuda {
 namespace {
 
-std::mt19937& rng() {
-  static std::mt19937 engine(std::random_device{}());
-  return engine;
-}
+using namespace testing_support;
 
 template <typename T>
 struct HostTensor {
@@ -46,15 +44,6 @@ HostTensor<uint16_t> bf16_weight(std::vector<int64_t> shape, float scale, float 
   std::vector<uint16_t> bits;
   for (int64_t i = 0; i < n; ++i) bits.push_back(f32_to_bf16(dist(rng())));
   return HostTensor<uint16_t>(std::move(bits), DType::kBF16, std::move(shape));
-}
-
-double max_rel_diff(const std::vector<float>& got, const std::vector<float>& want) {
-  double diff = 0.0, scale = 1e-30;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
-  }
-  return diff / scale;
 }
 
 void run_case(int d, int streams, int embed, int ngram, int heads_per_ngram, bool fp8_table) {

@@ -9,14 +9,12 @@
 #include "cpu/blocks.h"
 #include "cuda/kernels/qsa.h"
 #include "cuda/memory/device_buffer.h"
+#include "gpu_test_util.h"
 
 namespace imp::cuda {
 namespace {
 
-std::mt19937& rng() {
-  static std::mt19937 engine(std::random_device{}());
-  return engine;
-}
+using namespace testing_support;
 
 void run_case(int heads, int dim, int budget, int ratio, int tokens, float query_bias) {
   model::ModelConfig config;

@@ -3,6 +3,7 @@
 #include <cfloat>
 
 #include "cuda/check.h"
+#include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 
 #include <cuda_bf16.h>
@@ -10,13 +11,7 @@
 namespace imp::cuda {
 namespace {
 
-constexpr int kWarp = 32;
 constexpr int kMaxHeadDim = 512;
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // One warp per (row, head).
 __global__ void head_norm_rope_kernel(float* x, int head_stride, const uint16_t* weight, int items, int heads, int head_dim,

@@ -1,12 +1,12 @@
 #include "cuda/kernels/dense.h"
 
 #include "cuda/check.h"
+#include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 
 namespace imp::cuda {
 namespace {
 
-constexpr int kWarp = 32;
 constexpr int kMaxRows = 8;
 
 template <int Rows>

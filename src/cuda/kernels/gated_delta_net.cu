@@ -1,15 +1,13 @@
 #include "cuda/kernels/gated_delta_net.h"
 
 #include "cuda/check.h"
+#include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 
 namespace imp::cuda {
 namespace {
 
-constexpr int kWarp = 32;
 constexpr int kMaxDim = 1024;  // one thread per value column; q and k staged in shared memory
-
-__device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 __global__ void gdn_conv_step_kernel(GatedDeltaNetShape shape, const uint16_t* conv_w, float* mixed, float* state,
                                      int channels) {

@@ -1,13 +1,12 @@
 #include "cuda/kernels/hyper_connection.h"
 
 #include "cuda/check.h"
+#include "cuda/kernels/device_math.cuh"
 
 namespace imp::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-
-__device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 __global__ void silu_div_kernel(float* v, int64_t count, float inv_streams) {
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;

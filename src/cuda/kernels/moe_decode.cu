@@ -3,6 +3,7 @@
 #include <cfloat>
 
 #include "cuda/check.h"
+#include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 
 #include <cuda_bf16.h>
@@ -11,14 +12,8 @@
 namespace imp::cuda {
 namespace {
 
-constexpr int kWarp = 32;
 constexpr int kRouterThreads = 256;
 constexpr int kMaxExperts = 4096;
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // (value, index) max with ties to the lower index.
 __device__ __forceinline__ void better(float& v, int& i, float ov, int oi) {

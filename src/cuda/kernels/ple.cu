@@ -3,12 +3,12 @@
 #include <cuda_bf16.h>
 
 #include "cuda/check.h"
+#include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 
 namespace imp::cuda {
 namespace {
 
-constexpr int kWarp = 32;
 
 __global__ void ple_gather_kernel(PleTableDevice table, const int64_t* ids, int heads, float* emb) {
   const int row = blockIdx.y, head = blockIdx.x;

@@ -1,18 +1,13 @@
 #include "cuda/kernels/qsa.h"
 
 #include "cuda/check.h"
+#include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 
 namespace imp::cuda {
 namespace {
 
-constexpr int kWarp = 32;
 constexpr int kThreads = 1024;
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // One warp per block key.
 __global__ void qsa_block_keys_kernel(const float* raw_keys, int first_block, int last_block, int ratio, int dim,
