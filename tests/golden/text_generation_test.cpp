@@ -53,5 +53,23 @@ TEST(TextGeneration, StreamedTextEqualsTheJsonText) {
   EXPECT_EQ(streamed.out, g.at("continuation_text").get<std::string>() + "\n");
 }
 
+// `imp chat` renders the conversation with the model's template, generates HF's greedy reply and keeps
+// the conversation going (the second turn reuses or rebuilds the sequence).
+TEST(TextGeneration, ChatReplyMatchesTransformers) {
+  const nlohmann::json chat = golden().at("chat");
+  const fs::path input = fs::temp_directory_path() / ("imp_chat_input_" + std::to_string(::getpid()));
+  std::ofstream(input) << chat.at("messages")[1].at("content").get<std::string>() << "\nAnd a second turn.\n";
+  const auto result = run_process({IMP_BINARY, "-q", "chat", "--model", kFixture.string(), "--system",
+                                   chat.at("messages")[0].at("content"), "--max-tokens",
+                                   std::to_string(chat.at("greedy_tokens").size())},
+                                  true, input.string());
+  fs::remove(input);
+  ASSERT_EQ(result.status, 0);
+  const std::string expected = chat.at("continuation_text").get<std::string>() + "\n";
+  ASSERT_GE(result.out.size(), expected.size());
+  EXPECT_EQ(result.out.substr(0, expected.size()), expected);
+  EXPECT_GT(result.out.size(), expected.size());  // the second turn answered too
+}
+
 }  // namespace
 }  // namespace imp
