@@ -12,6 +12,8 @@
 #include "cpu/blocks.h"
 #include "cuda/kernels/dense.h"
 #include "cuda/kernels/moe_decode.h"
+#include "cuda/kernels/sampling.h"
+#include "runtime/sampler.h"
 #include "cuda/memory/device_buffer.h"
 #include "gpu_test_util.h"
 
@@ -164,6 +166,24 @@ TEST(GpuKernels, ExpertGateUpDownMatchCpuOnTheSlotPool) {
   // Exact weights and inputs; fp32 sums in another order, and a rare bf16 rounding flip of one SwiGLU
   // output (1 ulp = 2^-8 relative of one of 6400 terms): 1e-3 of the output scale.
   expect_close(dy.download(), want, 1e-3);
+}
+
+// Greedy choice over the released vocabulary, with planted exact ties (the lowest index must win).
+TEST(GpuKernels, ArgmaxMatchesTheCpuSamplerWithTies) {
+  const int rows = 5, vocab = 248320;
+  auto logits = random_floats(static_cast<size_t>(rows) * vocab, 3.0f);
+  logits[static_cast<size_t>(1) * vocab + 1000] = logits[static_cast<size_t>(1) * vocab + 200000] = 50.0f;
+  logits[static_cast<size_t>(2) * vocab + vocab - 1] = 60.0f;
+  DeviceBuffer<float> d_logits(logits);
+  DeviceBuffer<int32_t> d_tokens(static_cast<size_t>(rows));
+  launch_argmax(d_logits.data(), rows, vocab, d_tokens.data(), nullptr);
+  const auto got = d_tokens.download();
+  for (int r = 0; r < rows; ++r) {
+    EXPECT_EQ(got[static_cast<size_t>(r)],
+              runtime::argmax(std::span<const float>(logits).subspan(static_cast<size_t>(r) * vocab, vocab)));
+  }
+  EXPECT_EQ(got[1], 1000);
+  EXPECT_EQ(got[2], vocab - 1);
 }
 
 }  // namespace

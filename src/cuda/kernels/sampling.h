@@ -1,0 +1,14 @@
+// On-device token choice. Greedy: the index of the largest logit per row, ties to the lowest index
+// (runtime::argmax). Sampling with temperature / top-k / top-p / min-p comes with the decode graph.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace imp::cuda {
+
+// tokens[row] = argmax of logits [rows, vocab].
+void launch_argmax(const float* logits, int32_t rows, int32_t vocab, int32_t* tokens, cudaStream_t stream);
+
+}  // namespace imp::cuda
