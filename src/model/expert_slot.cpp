@@ -1,25 +1,30 @@
 #include "model/expert_slot.h"
 
+#include <cstring>
+
 #include "core/error.h"
 
 namespace imp::model {
 
-ExpertSlotLayout ExpertSlotLayout::make(int32_t hidden, int32_t intermediate) {
-  if (hidden % 64 != 0 || intermediate % 64 != 0) {
-    fail("NVFP4 expert slots need hidden_size and moe_intermediate_size divisible by 64 (got {} and {})", hidden,
-         intermediate);
+ExpertSlotLayout ExpertSlotLayout::make(int32_t hidden, int32_t intermediate, SlotFormat format) {
+  const int32_t multiple = format == SlotFormat::kNvfp4 ? 64 : 8;
+  if (hidden % multiple != 0 || intermediate % multiple != 0) {
+    fail("{} expert slots need hidden_size and moe_intermediate_size divisible by {} (got {} and {})",
+         format == SlotFormat::kNvfp4 ? "NVFP4" : "BF16", multiple, hidden, intermediate);
   }
   ExpertSlotLayout l;
+  l.format = format;
   l.hidden = hidden;
   l.intermediate = intermediate;
   uint64_t offset = 0;
-  auto place = [&offset](SlotProjection& p, int32_t rows, int32_t cols) {
+  auto place = [&offset, format](SlotProjection& p, int32_t rows, int32_t cols) {
+    p.format = format;
     p.rows = rows;
     p.cols = cols;
     p.codes = offset;
-    offset += p.code_bytes();  // multiples of 512 bytes: every region stays 16-byte aligned
+    offset += (p.code_bytes() + 15) / 16 * 16;  // every region stays 16-byte aligned
     p.scales = offset;
-    offset += p.scale_bytes();
+    offset += (p.scale_bytes() + 15) / 16 * 16;
   };
   place(l.gate, intermediate, hidden);
   place(l.up, intermediate, hidden);
@@ -51,6 +56,10 @@ void pack_projection(const SlotProjection& p, const uint8_t* codes, const uint8_
       }
     }
   }
+}
+
+void pack_projection_bf16(const SlotProjection& p, const uint16_t* weights, uint8_t* slot) {
+  std::memcpy(slot + p.codes, weights, p.code_bytes());
 }
 
 }  // namespace imp::model

@@ -11,6 +11,8 @@
 // 64*st + 16*q + 2*(t%4) + 8*(j >> 1) and the next one: exactly the A fragment of mma.m16n8k16.
 // Scales: 64 bytes per (strip, supertile), byte r*4 + q = E4M3 scale of row 16*strip + r, tile q.
 // Packing permutes bytes only; the values are bit-identical to the checkpoint's.
+// BF16 experts (checkpoints without NVFP4, e.g. the golden fixtures) use the same slots with each
+// projection stored row-major as bf16 [N, K] (K % 8 == 0 for 16-byte loads) and unit scales.
 // (Plain C++17 so nvcc can include it.)
 #pragma once
 
@@ -19,24 +21,30 @@
 
 namespace imp::model {
 
+enum class SlotFormat : int32_t { kNvfp4, kBf16 };
+
 struct SlotProjection {
+  SlotFormat format = SlotFormat::kNvfp4;
   int32_t rows = 0;  // N
   int32_t cols = 0;  // K
-  uint64_t codes = 0;   // byte offset of the codes in the slot
-  uint64_t scales = 0;  // byte offset of the scales in the slot
+  uint64_t codes = 0;   // byte offset of the codes (NVFP4) or bf16 weights in the slot
+  uint64_t scales = 0;  // byte offset of the scales in the slot (NVFP4 only)
   constexpr int32_t supertiles() const { return cols / 64; }
-  constexpr uint64_t code_bytes() const { return static_cast<uint64_t>(rows) * cols / 2; }
-  constexpr uint64_t scale_bytes() const { return static_cast<uint64_t>(rows) * cols / 16; }
+  constexpr uint64_t code_bytes() const {
+    return format == SlotFormat::kNvfp4 ? static_cast<uint64_t>(rows) * cols / 2 : static_cast<uint64_t>(rows) * cols * 2;
+  }
+  constexpr uint64_t scale_bytes() const { return format == SlotFormat::kNvfp4 ? static_cast<uint64_t>(rows) * cols / 16 : 0; }
 };
 
 struct ExpertSlotLayout {
+  SlotFormat format = SlotFormat::kNvfp4;
   int32_t hidden = 0;
   int32_t intermediate = 0;
   SlotProjection gate, up, down;  // gate/up [I, H], down [H, I]
   uint64_t slot_bytes = 0;
 
-  // Throws imp::Error (from the .cpp) when H or I is not a multiple of 64.
-  static ExpertSlotLayout make(int32_t hidden, int32_t intermediate);
+  // Throws imp::Error (from the .cpp) when H or I is not a multiple of 64 (NVFP4) or of 8 (BF16).
+  static ExpertSlotLayout make(int32_t hidden, int32_t intermediate, SlotFormat format = SlotFormat::kNvfp4);
 };
 
 // Per-slot fp32 weight_scale_2 of gate, up and down.
@@ -46,5 +54,7 @@ struct SlotScales {
 
 // Repacks one projection from checkpoint layout (codes [N, K/2], scales [N, K/16]) into its slot region.
 void pack_projection(const SlotProjection& projection, const uint8_t* codes, const uint8_t* scales, uint8_t* slot);
+// Copies one BF16 projection [N, K] (row-major bits) into its slot region.
+void pack_projection_bf16(const SlotProjection& projection, const uint16_t* weights, uint8_t* slot);
 
 }  // namespace imp::model

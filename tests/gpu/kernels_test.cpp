@@ -168,6 +168,57 @@ TEST(GpuKernels, ExpertGateUpDownMatchCpuOnTheSlotPool) {
   expect_close(dy.download(), want, 1e-3);
 }
 
+// BF16 experts in BF16 slots against the CPU dense expert path (x fp32, the SwiGLU output rounded to bf16 as
+// the kernel stores it), at the released shapes and at the golden fixtures' tiny shapes.
+void check_bf16_experts(int H, int I, int experts, int rows, int k) {
+  const model::ExpertSlotLayout layout = model::ExpertSlotLayout::make(H, I, model::SlotFormat::kBf16);
+  std::vector<std::vector<uint16_t>> weights_of(static_cast<size_t>(experts) * 3);
+  std::vector<uint8_t> pool(layout.slot_bytes * experts);
+  const model::SlotProjection* projections[3] = {&layout.gate, &layout.up, &layout.down};
+  for (int e = 0; e < experts; ++e) {
+    for (int p = 0; p < 3; ++p) {
+      const auto values = random_floats(static_cast<size_t>(projections[p]->rows) * projections[p]->cols, 0.05f);
+      auto& bits = weights_of[static_cast<size_t>(e * 3 + p)];
+      bits.resize(values.size());
+      std::transform(values.begin(), values.end(), bits.begin(), f32_to_bf16);
+      model::pack_projection_bf16(*projections[p], bits.data(), pool.data() + static_cast<size_t>(e) * layout.slot_bytes);
+    }
+  }
+  const std::vector<model::SlotScales> scales(static_cast<size_t>(experts), {1.0f, 1.0f, 1.0f, 0.0f});
+  const auto x = random_floats(static_cast<size_t>(rows) * H);
+  std::vector<int32_t> chosen(static_cast<size_t>(rows) * k);
+  std::uniform_int_distribution<int> pick(0, experts - 1);
+  for (auto& c : chosen) c = pick(rng());
+  const auto route_w = random_floats(chosen.size(), 0.3f);
+
+  std::vector<float> want(static_cast<size_t>(rows) * H, 0.0f);
+  for (int r = 0; r < rows; ++r) {
+    for (int j = 0; j < k; ++j) {
+      const int e = chosen[static_cast<size_t>(r * k + j)];
+      const model::TensorInfo g = host_tensor(weights_of[static_cast<size_t>(e * 3)].data(), DType::kBF16, {I, H}),
+                              u = host_tensor(weights_of[static_cast<size_t>(e * 3 + 1)].data(), DType::kBF16, {I, H}),
+                              d = host_tensor(weights_of[static_cast<size_t>(e * 3 + 2)].data(), DType::kBF16, {H, I});
+      std::vector<float> gv(static_cast<size_t>(I)), uv(static_cast<size_t>(I)), y(static_cast<size_t>(H));
+      cpu::linear(&g, x.data() + static_cast<size_t>(r) * H, 1, gv.data());
+      cpu::linear(&u, x.data() + static_cast<size_t>(r) * H, 1, uv.data());
+      for (size_t i = 0; i < gv.size(); ++i) gv[i] = round_to_bf16(cpu::silu(gv[i]) * uv[i]);
+      cpu::linear(&d, gv.data(), 1, y.data());
+      for (int n = 0; n < H; ++n) want[static_cast<size_t>(r * H + n)] += route_w[static_cast<size_t>(r * k + j)] * y[static_cast<size_t>(n)];
+    }
+  }
+  DeviceBuffer<uint8_t> dpool(pool);
+  DeviceBuffer<model::SlotScales> dscales(scales);
+  DeviceBuffer<float> dx(x), dweights(route_w), dy(want.size());
+  DeviceBuffer<uint16_t> dact(static_cast<size_t>(rows) * k * I);
+  DeviceBuffer<int32_t> dslots(chosen);
+  launch_expert_gate_up(dpool.data(), dscales.data(), layout, dx.data(), dslots.data(), rows, k, dact.data(), nullptr);
+  launch_expert_down(dpool.data(), dscales.data(), layout, dact.data(), dslots.data(), dweights.data(), rows, k, dy.data(), nullptr);
+  expect_close(dy.download(), want, 1e-3);  // as the NVFP4 test: fp32 order and rare bf16 rounding flips
+}
+
+TEST(GpuKernels, Bf16ExpertSlotsMatchCpuAtReleasedShapes) { check_bf16_experts(2560, 640, 16, 2, 10); }
+TEST(GpuKernels, Bf16ExpertSlotsMatchCpuAtFixtureShapes) { check_bf16_experts(32, 8, 300, 3, 10); }
+
 // Greedy choice over the released vocabulary, with planted exact ties (the lowest index must win).
 TEST(GpuKernels, ArgmaxMatchesTheCpuSamplerWithTies) {
   const int rows = 5, vocab = 248320;

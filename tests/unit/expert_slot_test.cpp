@@ -1,6 +1,7 @@
 // The expert slot format: packing is a byte permutation into mma.m16n8k16 A-fragment order.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <set>
 #include <vector>
 
@@ -20,6 +21,19 @@ TEST(ExpertSlot, LayoutOfTheReleasedShapes) {
     EXPECT_EQ(p->scales % 16, 0u);
   }
   EXPECT_THROW(ExpertSlotLayout::make(2560, 600), Error);
+}
+
+TEST(ExpertSlot, Bf16SlotsHoldRowMajorWeights) {
+  const ExpertSlotLayout l = ExpertSlotLayout::make(32, 8, SlotFormat::kBf16);
+  EXPECT_EQ(l.gate.code_bytes(), 8u * 32 * 2);
+  EXPECT_EQ(l.gate.scale_bytes(), 0u);
+  EXPECT_EQ(l.slot_bytes, 3u * 512);
+  std::vector<uint16_t> w(8 * 32);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<uint16_t>(i * 3);
+  std::vector<uint8_t> slot(l.slot_bytes, 0);
+  pack_projection_bf16(l.up, w.data(), slot.data());
+  EXPECT_EQ(std::memcmp(slot.data() + l.up.codes, w.data(), w.size() * 2), 0);
+  EXPECT_THROW(ExpertSlotLayout::make(36, 8, SlotFormat::kBf16), Error);
 }
 
 TEST(ExpertSlot, PackingIsAPermutationInFragmentOrder) {

@@ -230,6 +230,61 @@ __global__ void expert_down_kernel(const uint8_t* pool, const model::SlotScales*
   }
 }
 
+// BF16 slots: one warp per weight row, 16-byte loads, fp32 dot products.
+__device__ __forceinline__ float bf16_row_dot(const uint16_t* w, const float* x, int cols, int lane) {
+  float acc = 0.0f;
+  for (int c = lane * 8; c < cols; c += kWarp * 8) {
+    const uint4 packed = __ldg(reinterpret_cast<const uint4*>(w + c));
+    const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      acc += bf16_bits_to_float(words[i] & 0xffffu) * x[c + 2 * i] + bf16_bits_to_float(words[i] >> 16) * x[c + 2 * i + 1];
+    }
+  }
+  return warp_sum(acc);
+}
+
+constexpr int kBf16Warps = 8;
+
+__global__ void expert_gate_up_bf16_kernel(const uint8_t* pool, const model::SlotScales* scales,
+                                           model::ExpertSlotLayout layout, const float* x, const int32_t* slots, int k,
+                                           uint16_t* act) {
+  extern __shared__ __align__(16) float xs[];  // [H]
+  const int task = blockIdx.y, row = task / k;
+  const int H = layout.hidden, I = layout.intermediate;
+  for (int i = threadIdx.x; i < H; i += blockDim.x) xs[i] = x[static_cast<size_t>(row) * H + i];
+  __syncthreads();
+  const int i = blockIdx.x * kBf16Warps + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (i >= I) return;
+  const int slot = slots[task];
+  const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
+  const float g = bf16_row_dot(reinterpret_cast<const uint16_t*>(base + layout.gate.codes) + static_cast<size_t>(i) * H, xs, H, lane) * scales[slot].gate;
+  const float u = bf16_row_dot(reinterpret_cast<const uint16_t*>(base + layout.up.codes) + static_cast<size_t>(i) * H, xs, H, lane) * scales[slot].up;
+  if (lane == 0) {
+    const __nv_bfloat16 h = __float2bfloat16_rn(g / (1.0f + __expf(-g)) * u);
+    act[static_cast<size_t>(task) * I + i] = *reinterpret_cast<const uint16_t*>(&h);
+  }
+}
+
+__global__ void expert_down_bf16_kernel(const uint8_t* pool, const model::SlotScales* scales,
+                                        model::ExpertSlotLayout layout, const uint16_t* act, const int32_t* slots,
+                                        const float* weights, int k, float* y) {
+  extern __shared__ __align__(16) float acts[];  // [k][I] fp32
+  const int row = blockIdx.y;
+  const int H = layout.hidden, I = layout.intermediate;
+  for (int i = threadIdx.x; i < k * I; i += blockDim.x) acts[i] = bf16_bits_to_float(act[static_cast<size_t>(row) * k * I + i]);
+  __syncthreads();
+  const int n = blockIdx.x * kBf16Warps + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (n >= H) return;
+  float out = 0.0f;
+  for (int j = 0; j < k; ++j) {  // fixed order: deterministic
+    const int task = row * k + j, slot = slots[task];
+    const uint16_t* w = reinterpret_cast<const uint16_t*>(pool + static_cast<size_t>(slot) * layout.slot_bytes + layout.down.codes);
+    out += weights[task] * scales[slot].down * bf16_row_dot(w + static_cast<size_t>(n) * I, acts + j * I, I, lane);
+  }
+  if (lane == 0) y[static_cast<size_t>(row) * H + n] = out;
+}
+
 // Above 48 KB a kernel needs an explicit opt-in (done once, never inside graph capture for small sizes).
 template <typename Kernel>
 void raise_shared_limit(Kernel kernel, size_t bytes) {
@@ -250,6 +305,14 @@ void launch_expert_gate_up(const uint8_t* pool, const model::SlotScales* scales,
                            const float* x, const int32_t* slots, int32_t rows, int32_t k, uint16_t* act,
                            cudaStream_t stream) {
   if (layout.hidden > kMaxHidden) throw_invalid_launch("expert gate/up: hidden size above 8192");
+  if (layout.format == model::SlotFormat::kBf16) {
+    const size_t bytes = static_cast<size_t>(layout.hidden) * sizeof(float);
+    raise_shared_limit(expert_gate_up_bf16_kernel, bytes);
+    expert_gate_up_bf16_kernel<<<dim3((layout.intermediate + kBf16Warps - 1) / kBf16Warps, rows * k), kBf16Warps * kWarp,
+                                 bytes, stream>>>(pool, scales, layout, x, slots, k, act);
+    IMP_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const size_t shared = static_cast<size_t>(layout.hidden) * 2;
   raise_shared_limit(expert_gate_up_kernel, shared);
   const dim3 grid(layout.intermediate / 16, rows * k);
@@ -261,6 +324,14 @@ void launch_expert_down(const uint8_t* pool, const model::SlotScales* scales, co
                         const uint16_t* act, const int32_t* slots, const float* weights, int32_t rows, int32_t k,
                         float* y, cudaStream_t stream) {
   if (k > kMaxTopK) throw_invalid_launch("expert down: top-k above 16");
+  if (layout.format == model::SlotFormat::kBf16) {
+    const size_t bytes = static_cast<size_t>(k) * layout.intermediate * sizeof(float);
+    raise_shared_limit(expert_down_bf16_kernel, bytes);
+    expert_down_bf16_kernel<<<dim3((layout.hidden + kBf16Warps - 1) / kBf16Warps, rows), kBf16Warps * kWarp, bytes,
+                              stream>>>(pool, scales, layout, act, slots, weights, k, y);
+    IMP_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const size_t shared = static_cast<size_t>(k) * layout.intermediate * 2;
   raise_shared_limit(expert_down_kernel, shared);
   const dim3 grid(layout.hidden / 16, rows);

@@ -1,4 +1,5 @@
-// Decode-time MoE kernels over the expert slot pool (src/model/expert_slot.h): W4A16 on tensor cores.
+// Decode-time MoE kernels over the expert slot pool (src/model/expert_slot.h). NVFP4 slots: W4A16 on tensor cores.
+// BF16 slots (checkpoints without NVFP4): fp32 dot products over bf16 rows; same launchers, same act buffer.
 // NVFP4 weights are decoded exactly to BF16 in registers (a table lookup per byte), activations are BF16
 // (as the reference model stores them), products accumulate in fp32 (mma.m16n8k16), and the E4M3 block scale
 // and weight_scale_2 are applied to the fp32 partial sums.
