@@ -164,6 +164,7 @@ int run_generate(const GenerateOptions& options) {
     fmt::print("{}\n", out.dump());
   } else {
     fmt::print("\n");
+    std::fflush(stdout);
     log::info("prefill {} tokens in {:.3f} s, decode {} tokens in {:.3f} s", prompt.size(), prefill_s,
               generated.size(), decode_s);
   }
