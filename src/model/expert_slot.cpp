@@ -7,35 +7,43 @@
 namespace imp::model {
 
 ExpertSlotLayout ExpertSlotLayout::make(int32_t hidden, int32_t intermediate, SlotFormat format) {
-  const int32_t multiple = format == SlotFormat::kNvfp4 ? 64 : 8;
-  if (hidden % multiple != 0 || intermediate % multiple != 0) {
+  const bool nvfp4 = format == SlotFormat::kNvfp4;
+  const int32_t multiple = nvfp4 ? 16 : 8;
+  if (hidden <= 0 || intermediate <= 0 || hidden % multiple != 0 || intermediate % multiple != 0) {
     fail("{} expert slots need hidden_size and moe_intermediate_size divisible by {} (got {} and {})",
-         format == SlotFormat::kNvfp4 ? "NVFP4" : "BF16", multiple, hidden, intermediate);
+         nvfp4 ? "NVFP4" : "BF16", multiple, hidden, intermediate);
   }
+  auto round_up = [](int32_t v, int32_t m) { return (v + m - 1) / m * m; };
   ExpertSlotLayout l;
   l.format = format;
   l.hidden = hidden;
   l.intermediate = intermediate;
+  l.padded_hidden = nvfp4 ? round_up(hidden, 64) : hidden;
+  l.padded_intermediate = nvfp4 ? round_up(intermediate, 64) : intermediate;
   uint64_t offset = 0;
-  auto place = [&offset, format](SlotProjection& p, int32_t rows, int32_t cols) {
+  auto place = [&](SlotProjection& p, int32_t rows, int32_t cols, int32_t padded_rows, int32_t padded_cols) {
     p.format = format;
-    p.rows = rows;
-    p.cols = cols;
+    p.real_rows = rows;
+    p.real_cols = cols;
+    p.rows = padded_rows;
+    p.cols = padded_cols;
     p.codes = offset;
     offset += (p.code_bytes() + 15) / 16 * 16;  // every region stays 16-byte aligned
     p.scales = offset;
     offset += (p.scale_bytes() + 15) / 16 * 16;
   };
-  place(l.gate, intermediate, hidden);
-  place(l.up, intermediate, hidden);
-  place(l.down, hidden, intermediate);
+  // Rows are padded like inputs (to 64): the act rows gate/up produce are the inputs down reads.
+  place(l.gate, intermediate, hidden, l.padded_intermediate, l.padded_hidden);
+  place(l.up, intermediate, hidden, l.padded_intermediate, l.padded_hidden);
+  place(l.down, hidden, intermediate, l.padded_hidden, l.padded_intermediate);
   l.slot_bytes = offset;
   return l;
 }
 
 void pack_projection(const SlotProjection& p, const uint8_t* codes, const uint8_t* scales, uint8_t* slot) {
   const int32_t strips = p.rows / 16, supertiles = p.supertiles();
-  const uint64_t row_bytes = static_cast<uint64_t>(p.cols) / 2, row_scales = static_cast<uint64_t>(p.cols) / 16;
+  // The checkpoint is [real_rows, real_cols]; slot positions beyond it stay zero (value 0, scale 0).
+  const uint64_t row_bytes = static_cast<uint64_t>(p.real_cols) / 2, row_scales = static_cast<uint64_t>(p.real_cols) / 16;
   uint8_t* out_codes = slot + p.codes;
   uint8_t* out_scales = slot + p.scales;
   for (int32_t s = 0; s < strips; ++s) {
@@ -46,13 +54,18 @@ void pack_projection(const SlotProjection& p, const uint8_t* codes, const uint8_
           for (int j = 0; j < 4; ++j) {
             const uint64_t row = 16ull * s + lane / 4 + 8 * (j & 1);
             const uint64_t k = 64ull * st + 16 * q + 2 * (lane % 4) + 8 * (j >> 1);
-            block[lane * 16 + q * 4 + j] = codes[row * row_bytes + k / 2];
+            const bool inside = row < static_cast<uint64_t>(p.real_rows) && k < static_cast<uint64_t>(p.real_cols);
+            block[lane * 16 + q * 4 + j] = inside ? codes[row * row_bytes + k / 2] : 0;
           }
         }
       }
       uint8_t* block_scales = out_scales + (static_cast<uint64_t>(s) * supertiles + st) * 64;
       for (int r = 0; r < 16; ++r) {
-        for (int q = 0; q < 4; ++q) block_scales[r * 4 + q] = scales[(16ull * s + r) * row_scales + 4ull * st + q];
+        for (int q = 0; q < 4; ++q) {
+          const uint64_t row = 16ull * s + r, block = 4ull * st + q;
+          const bool inside = row < static_cast<uint64_t>(p.real_rows) && block < row_scales;
+          block_scales[r * 4 + q] = inside ? scales[row * row_scales + block] : 0;
+        }
       }
     }
   }

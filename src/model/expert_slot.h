@@ -11,8 +11,10 @@
 // 64*st + 16*q + 2*(t%4) + 8*(j >> 1) and the next one: exactly the A fragment of mma.m16n8k16.
 // Scales: 64 bytes per (strip, supertile), byte r*4 + q = E4M3 scale of row 16*strip + r, tile q.
 // Packing permutes bytes only; the values are bit-identical to the checkpoint's.
+// Shapes that are not multiples of the tiles (tiny test models) are padded in the slot: rows to 16 and
+// inputs to 64, with zero codes and zero scales, which contribute exactly nothing.
 // BF16 experts (checkpoints without NVFP4, e.g. the golden fixtures) use the same slots with each
-// projection stored row-major as bf16 [N, K] (K % 8 == 0 for 16-byte loads) and unit scales.
+// projection stored row-major as bf16 [N, K] (K % 8 == 0 for 16-byte loads, no padding) and unit scales.
 // (Plain C++17 so nvcc can include it.)
 #pragma once
 
@@ -25,8 +27,10 @@ enum class SlotFormat : int32_t { kNvfp4, kBf16 };
 
 struct SlotProjection {
   SlotFormat format = SlotFormat::kNvfp4;
-  int32_t rows = 0;  // N
-  int32_t cols = 0;  // K
+  int32_t rows = 0;  // N, padded to 16 (NVFP4)
+  int32_t cols = 0;  // K, padded to 64 (NVFP4)
+  int32_t real_rows = 0;  // N and K as the checkpoint has them
+  int32_t real_cols = 0;
   uint64_t codes = 0;   // byte offset of the codes (NVFP4) or bf16 weights in the slot
   uint64_t scales = 0;  // byte offset of the scales in the slot (NVFP4 only)
   constexpr int32_t supertiles() const { return cols / 64; }
@@ -38,12 +42,14 @@ struct SlotProjection {
 
 struct ExpertSlotLayout {
   SlotFormat format = SlotFormat::kNvfp4;
-  int32_t hidden = 0;
-  int32_t intermediate = 0;
+  int32_t hidden = 0;        // H as the model has it
+  int32_t intermediate = 0;  // I as the model has it
+  int32_t padded_hidden = 0;        // H in the slot (NVFP4: multiple of 64)
+  int32_t padded_intermediate = 0;  // I in the slot; the stride of the act buffer
   SlotProjection gate, up, down;  // gate/up [I, H], down [H, I]
   uint64_t slot_bytes = 0;
 
-  // Throws imp::Error (from the .cpp) when H or I is not a multiple of 64 (NVFP4) or of 8 (BF16).
+  // Throws imp::Error (from the .cpp) when H or I is not a multiple of 16 (NVFP4 scale blocks) or 8 (BF16).
   static ExpertSlotLayout make(int32_t hidden, int32_t intermediate, SlotFormat format = SlotFormat::kNvfp4);
 };
 

@@ -106,8 +106,7 @@ TEST(GpuKernels, RouterTopKMatchesCpuOverManyExperts) {
 // Random NVFP4 experts in checkpoint layout, packed into a slot pool, checked against the CPU expert path
 // (cpu::linear on ExpertProjection views of the checkpoint bytes, SwiGLU, weighted sum). The kernels use
 // BF16 activations as the reference model does, so the twin rounds x and the SwiGLU output to bf16 too.
-TEST(GpuKernels, ExpertGateUpDownMatchCpuOnTheSlotPool) {
-  const int H = 2560, I = 640, experts = 24, rows = 3, k = 10;
+void check_nvfp4_experts(int H, int I, int experts, int rows, int k) {
   const model::ExpertSlotLayout layout = model::ExpertSlotLayout::make(H, I);
   std::uniform_int_distribution<int> byte(0, 255), scale_code(0x00, 0x48);  // E4M3 subnormals .. 2^2
   struct Checkpoint {
@@ -118,8 +117,9 @@ TEST(GpuKernels, ExpertGateUpDownMatchCpuOnTheSlotPool) {
   const model::SlotProjection* projections[3] = {&layout.gate, &layout.up, &layout.down};
   for (int e = 0; e < experts; ++e) {
     for (int p = 0; p < 3; ++p) {
-      ckpt[e].codes[p].resize(projections[p]->code_bytes());
-      ckpt[e].scales[p].resize(projections[p]->scale_bytes());
+      const size_t values = static_cast<size_t>(projections[p]->real_rows) * projections[p]->real_cols;
+      ckpt[e].codes[p].resize(values / 2);
+      ckpt[e].scales[p].resize(values / 16);
       for (auto& b : ckpt[e].codes[p]) b = static_cast<uint8_t>(byte(rng()));
       for (auto& b : ckpt[e].scales[p]) b = static_cast<uint8_t>(scale_code(rng()));
       model::pack_projection(*projections[p], ckpt[e].codes[p].data(), ckpt[e].scales[p].data(),
@@ -159,7 +159,7 @@ TEST(GpuKernels, ExpertGateUpDownMatchCpuOnTheSlotPool) {
   DeviceBuffer<uint8_t> dpool(pool);
   DeviceBuffer<model::SlotScales> dscales(scales);
   DeviceBuffer<float> dx(x), dweights(weights), dy(want.size());
-  DeviceBuffer<uint16_t> dact(static_cast<size_t>(rows) * k * I);
+  DeviceBuffer<uint16_t> dact(static_cast<size_t>(rows) * k * layout.padded_intermediate);
   DeviceBuffer<int32_t> dslots(chosen);
   launch_expert_gate_up(dpool.data(), dscales.data(), layout, dx.data(), dslots.data(), rows, k, dact.data(), nullptr);
   launch_expert_down(dpool.data(), dscales.data(), layout, dact.data(), dslots.data(), dweights.data(), rows, k, dy.data(), nullptr);
@@ -167,6 +167,10 @@ TEST(GpuKernels, ExpertGateUpDownMatchCpuOnTheSlotPool) {
   // output (1 ulp = 2^-8 relative of one of 6400 terms): 1e-3 of the output scale.
   expect_close(dy.download(), want, 1e-3);
 }
+
+TEST(GpuKernels, ExpertGateUpDownMatchCpuOnTheSlotPool) { check_nvfp4_experts(2560, 640, 24, 3, 10); }
+// The NVFP4 golden fixture's shape (hidden 64, intermediate 16): slots padded to 64 inputs.
+TEST(GpuKernels, ExpertSlotsPadTinyShapesExactly) { check_nvfp4_experts(64, 16, 16, 3, 4); }
 
 // BF16 experts in BF16 slots against the CPU dense expert path (x fp32, the SwiGLU output rounded to bf16 as
 // the kernel stores it), at the released shapes and at the golden fixtures' tiny shapes.
@@ -209,7 +213,7 @@ void check_bf16_experts(int H, int I, int experts, int rows, int k) {
   DeviceBuffer<uint8_t> dpool(pool);
   DeviceBuffer<model::SlotScales> dscales(scales);
   DeviceBuffer<float> dx(x), dweights(route_w), dy(want.size());
-  DeviceBuffer<uint16_t> dact(static_cast<size_t>(rows) * k * I);
+  DeviceBuffer<uint16_t> dact(static_cast<size_t>(rows) * k * layout.padded_intermediate);
   DeviceBuffer<int32_t> dslots(chosen);
   launch_expert_gate_up(dpool.data(), dscales.data(), layout, dx.data(), dslots.data(), rows, k, dact.data(), nullptr);
   launch_expert_down(dpool.data(), dscales.data(), layout, dact.data(), dslots.data(), dweights.data(), rows, k, dy.data(), nullptr);

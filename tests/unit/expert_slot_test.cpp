@@ -23,6 +23,28 @@ TEST(ExpertSlot, LayoutOfTheReleasedShapes) {
   EXPECT_THROW(ExpertSlotLayout::make(2560, 600), Error);
 }
 
+TEST(ExpertSlot, TinyShapesArePaddedWithZeros) {
+  const ExpertSlotLayout l = ExpertSlotLayout::make(64, 16);  // the NVFP4 golden fixture's shape
+  EXPECT_EQ(l.padded_hidden, 64);
+  EXPECT_EQ(l.padded_intermediate, 64);
+  EXPECT_EQ(l.gate.real_rows, 16);
+  EXPECT_EQ(l.down.real_cols, 16);
+  // down [64, 16]: checkpoint codes [64, 8] all 0xFF, scales [64, 1] all 0x38 (1.0).
+  std::vector<uint8_t> codes(64 * 8, 0xFF), scales(64, 0x38), slot(l.slot_bytes, 0xEE);
+  pack_projection(l.down, codes.data(), scales.data(), slot.data());
+  size_t real = 0, zero = 0;
+  for (uint64_t b = 0; b < l.down.code_bytes(); ++b) {
+    const uint8_t v = slot[l.down.codes + b];
+    real += v == 0xFF;
+    zero += v == 0x00;
+  }
+  EXPECT_EQ(real, codes.size());               // every checkpoint byte once
+  EXPECT_EQ(real + zero, l.down.code_bytes());  // everything else zero
+  size_t real_scales = 0;
+  for (uint64_t b = 0; b < l.down.scale_bytes(); ++b) real_scales += slot[l.down.scales + b] == 0x38;
+  EXPECT_EQ(real_scales, scales.size());
+}
+
 TEST(ExpertSlot, Bf16SlotsHoldRowMajorWeights) {
   const ExpertSlotLayout l = ExpertSlotLayout::make(32, 8, SlotFormat::kBf16);
   EXPECT_EQ(l.gate.code_bytes(), 8u * 32 * 2);

@@ -162,10 +162,10 @@ __global__ void expert_gate_up_kernel(const uint8_t* pool, const model::SlotScal
   extern __shared__ __align__(16) uint32_t x_words[];  // [H/2] bf16x2
   __shared__ float partial[kGateUpWarps][16];
   const int task = blockIdx.y, strip = blockIdx.x, row = task / k;
-  const int H = layout.hidden, I = layout.intermediate;
-  for (int i = threadIdx.x; i < H / 2; i += blockDim.x) {
-    const float* xr = x + static_cast<size_t>(row) * H;
-    x_words[i] = pack_bf16x2(xr[2 * i], xr[2 * i + 1]);
+  const int H = layout.hidden, I = layout.padded_intermediate;
+  const float* xr = x + static_cast<size_t>(row) * H;
+  for (int i = threadIdx.x; i < layout.padded_hidden / 2; i += blockDim.x) {
+    x_words[i] = 2 * i < H ? pack_bf16x2(xr[2 * i], xr[2 * i + 1]) : 0u;  // zero beyond H: padded inputs
   }
   __syncthreads();
 
@@ -205,7 +205,7 @@ __global__ void expert_down_kernel(const uint8_t* pool, const model::SlotScales*
   extern __shared__ __align__(16) uint32_t act_words[];  // [k][I/2] bf16x2
   __shared__ float partial[kMaxTopK][16];
   const int row = blockIdx.y, strip = blockIdx.x;
-  const int H = layout.hidden, I = layout.intermediate;
+  const int H = layout.hidden, I = layout.padded_intermediate;
   const uint32_t* act_row = reinterpret_cast<const uint32_t*>(act + static_cast<size_t>(row) * k * I);
   for (int i = threadIdx.x; i < k * I / 2; i += blockDim.x) act_words[i] = act_row[i];
   __syncthreads();
@@ -223,7 +223,7 @@ __global__ void expert_down_kernel(const uint8_t* pool, const model::SlotScales*
     partial[j][lane / 4 + 8] = r.y * w;
   }
   __syncthreads();
-  if (threadIdx.x < 16) {
+  if (threadIdx.x < 16 && 16 * strip + static_cast<int>(threadIdx.x) < H) {  // padded rows are dropped
     float sum = 0.0f;
     for (int e = 0; e < k; ++e) sum += partial[e][threadIdx.x];  // fixed order: deterministic
     y[static_cast<size_t>(row) * H + 16 * strip + threadIdx.x] = sum;
@@ -304,7 +304,7 @@ void launch_router_topk(const float* logits, int32_t rows, int32_t experts, int3
 void launch_expert_gate_up(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
                            const float* x, const int32_t* slots, int32_t rows, int32_t k, uint16_t* act,
                            cudaStream_t stream) {
-  if (layout.hidden > kMaxHidden) throw_invalid_launch("expert gate/up: hidden size above 8192");
+  if (layout.padded_hidden > kMaxHidden) throw_invalid_launch("expert gate/up: hidden size above 8192");
   if (layout.format == model::SlotFormat::kBf16) {
     const size_t bytes = static_cast<size_t>(layout.hidden) * sizeof(float);
     raise_shared_limit(expert_gate_up_bf16_kernel, bytes);
@@ -313,9 +313,9 @@ void launch_expert_gate_up(const uint8_t* pool, const model::SlotScales* scales,
     IMP_CUDA_CHECK_LAUNCH();
     return;
   }
-  const size_t shared = static_cast<size_t>(layout.hidden) * 2;
+  const size_t shared = static_cast<size_t>(layout.padded_hidden) * 2;
   raise_shared_limit(expert_gate_up_kernel, shared);
-  const dim3 grid(layout.intermediate / 16, rows * k);
+  const dim3 grid(layout.padded_intermediate / 16, rows * k);
   expert_gate_up_kernel<<<grid, kGateUpWarps * kWarp, shared, stream>>>(pool, scales, layout, x, slots, k, act);
   IMP_CUDA_CHECK_LAUNCH();
 }
@@ -332,9 +332,9 @@ void launch_expert_down(const uint8_t* pool, const model::SlotScales* scales, co
     IMP_CUDA_CHECK_LAUNCH();
     return;
   }
-  const size_t shared = static_cast<size_t>(k) * layout.intermediate * 2;
+  const size_t shared = static_cast<size_t>(k) * layout.padded_intermediate * 2;
   raise_shared_limit(expert_down_kernel, shared);
-  const dim3 grid(layout.hidden / 16, rows);
+  const dim3 grid(layout.padded_hidden / 16, rows);
   expert_down_kernel<<<grid, k * kWarp, shared, stream>>>(pool, scales, layout, act, slots, weights, k, y);
   IMP_CUDA_CHECK_LAUNCH();
 }

@@ -20,7 +20,8 @@ void launch_router_topk(const float* logits, int32_t rows, int32_t experts, int3
                         int32_t* top_experts, float* top_weights, cudaStream_t stream);
 
 // Gate/up of the chosen experts: for row r and choice j (slot = slots[r*k + j]),
-// act[(r*k + j), i] = bf16( silu(gate_i . x_r) * (up_i . x_r) ), i < I; x [rows, H] fp32 (used as bf16).
+// act[(r*k + j), i] = bf16( silu(gate_i . x_r) * (up_i . x_r) ), i < padded I (zero in the padding);
+// x [rows, H] fp32 (used as bf16); act [rows * k, layout.padded_intermediate].
 void launch_expert_gate_up(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
                            const float* x, const int32_t* slots, int32_t rows, int32_t k, uint16_t* act,
                            cudaStream_t stream);
