@@ -65,6 +65,10 @@ class ChatSession {
     if (!options_.system.empty()) messages_.push_back({{"role", "system"}, {"content", options_.system}});
   }
 
+  void drop_last_message() {
+    if (!messages_.empty()) messages_.erase(messages_.size() - 1);
+  }
+
   void turn(const std::string& user_text) {
     messages_.push_back({{"role", "user"}, {"content", user_text}});
     const std::string rendered = template_.render(messages_, nullptr, true, kwargs_);
@@ -180,7 +184,12 @@ int run_chat(const ChatOptions& options) {
       continue;
     }
     if (line.empty()) continue;
-    session.turn(line);
+    try {
+      session.turn(line);
+    } catch (const text::jinja::TemplateError& error) {  // e.g. the template's raise_exception: say so, keep chatting
+      fmt::print(stderr, "imp chat: the chat template refused this turn: {}\n", error.what());
+      session.drop_last_message();
+    }
   }
   return 0;
 }
