@@ -107,12 +107,13 @@ int main() {
     std::vector<float> host_w(k, 0.1f);
     DeviceBuffer<float> weights(host_w), x(H), y(H);
     DeviceBuffer<uint16_t> act(static_cast<size_t>(k) * I);
+    DeviceBuffer<float> work(static_cast<size_t>(k) * H);
     IMP_CUDA_CHECK(cudaMemset(x.data(), 0, H * sizeof(float)));
     const double ms = median_ms(2, 9, [&](int iter) {
       for (int l = 0; l < layers; ++l) {
         const int32_t* s = slots.data() + (static_cast<size_t>(iter % variants) * layers + l) * k;
         imp::cuda::launch_expert_gate_up(pools[l].data(), scales.data(), layout, x.data(), s, 1, k, act.data(), nullptr);
-        imp::cuda::launch_expert_down(pools[l].data(), scales.data(), layout, act.data(), s, weights.data(), 1, k, y.data(), nullptr);
+        imp::cuda::launch_expert_down(pools[l].data(), scales.data(), layout, act.data(), s, weights.data(), 1, k, work.data(), y.data(), nullptr);
       }
     });
     const double bytes = static_cast<double>(layers) * k * static_cast<double>(layout.slot_bytes);
@@ -127,7 +128,7 @@ int main() {
     for (int l = 0; l < layers; ++l) {
       const int32_t* s = slots.data() + static_cast<size_t>(l) * k;
       imp::cuda::launch_expert_gate_up(pools[l].data(), scales.data(), layout, x.data(), s, 1, k, act.data(), stream);
-      imp::cuda::launch_expert_down(pools[l].data(), scales.data(), layout, act.data(), s, weights.data(), 1, k, y.data(), stream);
+      imp::cuda::launch_expert_down(pools[l].data(), scales.data(), layout, act.data(), s, weights.data(), 1, k, work.data(), y.data(), stream);
     }
     IMP_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
     IMP_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));

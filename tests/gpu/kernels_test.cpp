@@ -162,7 +162,9 @@ void check_nvfp4_experts(int H, int I, int experts, int rows, int k) {
   DeviceBuffer<uint16_t> dact(static_cast<size_t>(rows) * k * layout.padded_intermediate);
   DeviceBuffer<int32_t> dslots(chosen);
   launch_expert_gate_up(dpool.data(), dscales.data(), layout, dx.data(), dslots.data(), rows, k, dact.data(), nullptr);
-  launch_expert_down(dpool.data(), dscales.data(), layout, dact.data(), dslots.data(), dweights.data(), rows, k, dy.data(), nullptr);
+  DeviceBuffer<float> dwork(static_cast<size_t>(rows) * k * H);
+  launch_expert_down(dpool.data(), dscales.data(), layout, dact.data(), dslots.data(), dweights.data(), rows, k,
+                     dwork.data(), dy.data(), nullptr);
   // Exact weights and inputs; fp32 sums in another order, and a rare bf16 rounding flip of one SwiGLU
   // output (1 ulp = 2^-8 relative of one of 6400 terms): 1e-3 of the output scale.
   expect_close(dy.download(), want, 1e-3);
@@ -216,7 +218,9 @@ void check_bf16_experts(int H, int I, int experts, int rows, int k) {
   DeviceBuffer<uint16_t> dact(static_cast<size_t>(rows) * k * layout.padded_intermediate);
   DeviceBuffer<int32_t> dslots(chosen);
   launch_expert_gate_up(dpool.data(), dscales.data(), layout, dx.data(), dslots.data(), rows, k, dact.data(), nullptr);
-  launch_expert_down(dpool.data(), dscales.data(), layout, dact.data(), dslots.data(), dweights.data(), rows, k, dy.data(), nullptr);
+  DeviceBuffer<float> dwork(static_cast<size_t>(rows) * k * H);
+  launch_expert_down(dpool.data(), dscales.data(), layout, dact.data(), dslots.data(), dweights.data(), rows, k,
+                     dwork.data(), dy.data(), nullptr);
   expect_close(dy.download(), want, 1e-3);  // as the NVFP4 test: fp32 order and rare bf16 rounding flips
 }
 

@@ -198,36 +198,49 @@ __global__ void expert_gate_up_kernel(const uint8_t* pool, const model::SlotScal
 
 constexpr int kMaxTopK = 16;
 
-// Block: one row and one strip of 16 output rows; warp j computes choice j's expert over all of I.
+constexpr int kDownSlices = 2;  // warps per (strip, choice): each takes a slice of I
+
+// Block: one strip of 16 output rows of one choice's expert; its warps split I. Writes the weighted
+// partial partial[(row * k + j), n] (fp32); launch_expert_down then sums the k partials in order.
+// Many small blocks (strips x choices) keep every SM busy: one layer is only ~28 MB of weights.
 __global__ void expert_down_kernel(const uint8_t* pool, const model::SlotScales* scales,
                                    model::ExpertSlotLayout layout, const uint16_t* act, const int32_t* slots,
-                                   const float* weights, int k, float* y) {
-  extern __shared__ __align__(16) uint32_t act_words[];  // [k][I/2] bf16x2
-  __shared__ float partial[kMaxTopK][16];
-  const int row = blockIdx.y, strip = blockIdx.x;
+                                   const float* weights, float* partial_out) {
+  __shared__ __align__(16) uint32_t act_words[2048];  // one choice's act row, I <= 4096 (bf16x2)
+  __shared__ float partial[kDownSlices][16];
+  const int strip = blockIdx.x, task = blockIdx.y;  // task = row * k + j
   const int H = layout.hidden, I = layout.padded_intermediate;
-  const uint32_t* act_row = reinterpret_cast<const uint32_t*>(act + static_cast<size_t>(row) * k * I);
-  for (int i = threadIdx.x; i < k * I / 2; i += blockDim.x) act_words[i] = act_row[i];
+  const uint32_t* act_row = reinterpret_cast<const uint32_t*>(act + static_cast<size_t>(task) * I);
+  for (int i = threadIdx.x; i < I / 2; i += blockDim.x) act_words[i] = act_row[i];
   __syncthreads();
 
-  const int j = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int task = row * k + j;
+  const int slice = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int slot = slots[task];
   const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
   const model::SlotProjection& p = layout.down;
-  const float2 r = strip_dot(base + p.codes, base + p.scales, p.supertiles(), strip, 0, p.supertiles(),
-                             act_words + j * (I / 2));
+  const int per = (p.supertiles() + kDownSlices - 1) / kDownSlices;
+  const float2 r = strip_dot(base + p.codes, base + p.scales, p.supertiles(), strip, slice * per,
+                             min(p.supertiles(), (slice + 1) * per), act_words);
   if (lane % 4 == 0) {
-    const float w = weights[task] * scales[slot].down * kScaleFold;
-    partial[j][lane / 4] = r.x * w;
-    partial[j][lane / 4 + 8] = r.y * w;
+    partial[slice][lane / 4] = r.x;
+    partial[slice][lane / 4 + 8] = r.y;
   }
   __syncthreads();
-  if (threadIdx.x < 16 && 16 * strip + static_cast<int>(threadIdx.x) < H) {  // padded rows are dropped
+  const int n = 16 * strip + static_cast<int>(threadIdx.x);
+  if (threadIdx.x < 16 && n < H) {  // padded rows are dropped
     float sum = 0.0f;
-    for (int e = 0; e < k; ++e) sum += partial[e][threadIdx.x];  // fixed order: deterministic
-    y[static_cast<size_t>(row) * H + 16 * strip + threadIdx.x] = sum;
+    for (int s = 0; s < kDownSlices; ++s) sum += partial[s][threadIdx.x];
+    partial_out[static_cast<size_t>(task) * H + n] = sum * weights[task] * scales[slot].down * kScaleFold;
   }
+}
+
+// y[row, n] = sum over the k choices of partial[(row * k + j), n], in choice order (deterministic).
+__global__ void sum_choices_kernel(const float* partial, int k, int H, float* y) {
+  const int row = blockIdx.y, n = blockIdx.x * blockDim.x + threadIdx.x;
+  if (n >= H) return;
+  float sum = 0.0f;
+  for (int j = 0; j < k; ++j) sum += partial[(static_cast<size_t>(row) * k + j) * H + n];
+  y[static_cast<size_t>(row) * H + n] = sum;
 }
 
 // BF16 slots: one warp per weight row, 16-byte loads, fp32 dot products.
@@ -322,7 +335,7 @@ void launch_expert_gate_up(const uint8_t* pool, const model::SlotScales* scales,
 
 void launch_expert_down(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
                         const uint16_t* act, const int32_t* slots, const float* weights, int32_t rows, int32_t k,
-                        float* y, cudaStream_t stream) {
+                        float* workspace, float* y, cudaStream_t stream) {
   if (k > kMaxTopK) throw_invalid_launch("expert down: top-k above 16");
   if (layout.format == model::SlotFormat::kBf16) {
     const size_t bytes = static_cast<size_t>(k) * layout.intermediate * sizeof(float);
@@ -332,10 +345,11 @@ void launch_expert_down(const uint8_t* pool, const model::SlotScales* scales, co
     IMP_CUDA_CHECK_LAUNCH();
     return;
   }
-  const size_t shared = static_cast<size_t>(k) * layout.padded_intermediate * 2;
-  raise_shared_limit(expert_down_kernel, shared);
-  const dim3 grid(layout.padded_hidden / 16, rows);
-  expert_down_kernel<<<grid, k * kWarp, shared, stream>>>(pool, scales, layout, act, slots, weights, k, y);
+  if (layout.padded_intermediate > 4096) throw_invalid_launch("expert down: intermediate size above 4096");
+  expert_down_kernel<<<dim3(layout.padded_hidden / 16, rows * k), kDownSlices * kWarp, 0, stream>>>(
+      pool, scales, layout, act, slots, weights, workspace);
+  IMP_CUDA_CHECK_LAUNCH();
+  sum_choices_kernel<<<dim3((layout.hidden + 255) / 256, rows), 256, 0, stream>>>(workspace, k, layout.hidden, y);
   IMP_CUDA_CHECK_LAUNCH();
 }
 

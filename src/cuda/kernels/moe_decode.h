@@ -27,8 +27,9 @@ void launch_expert_gate_up(const uint8_t* pool, const model::SlotScales* scales,
                            cudaStream_t stream);
 
 // Down and combine: y[r, n] = sum_j weights[r*k + j] * (down_n . act[(r*k + j), :]), overwriting y [rows, H].
+// workspace: fp32 [rows * k, H] for the per-choice partials (NVFP4 slots; unused for BF16 slots).
 void launch_expert_down(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
                         const uint16_t* act, const int32_t* slots, const float* weights, int32_t rows, int32_t k,
-                        float* y, cudaStream_t stream);
+                        float* workspace, float* y, cudaStream_t stream);
 
 }  // namespace imp::cuda
