@@ -63,7 +63,8 @@ void set_token(std::vector<std::pair<std::string, std::string>>& tokens, const s
 std::vector<std::pair<std::string, std::string>> special_tokens_of(ordered_json config, const fs::path& dir) {
   const fs::path legacy = dir / "special_tokens_map.json";
   if (!config.contains("added_tokens_decoder") && fs::exists(legacy)) {
-    for (const auto& [key, value] : read_json(legacy).items()) config[key] = value;
+    const ordered_json legacy_map = read_json(legacy);  // named: items() must not outlive a temporary
+    for (const auto& [key, value] : legacy_map.items()) config[key] = value;
   }
   std::vector<std::pair<std::string, std::string>> tokens;
   for (std::string_view name : kStandardTokens) {
