@@ -19,6 +19,7 @@
 #include "runtime/stop_tokens.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/token_list.h"
 
 namespace imp::tools {
 namespace {
@@ -34,28 +35,6 @@ struct GenerateOptions {
   std::string logits_out;
   runtime::SamplingOptions sampling;
 };
-
-std::vector<int32_t> parse_token_list(const std::string& text) {
-  std::vector<int32_t> ids;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t comma = std::min(text.find(',', pos), text.size());
-    const std::string item = text.substr(pos, comma - pos);
-    size_t used = 0;
-    long long value = -1;
-    try {
-      value = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || value < 0 || value > INT32_MAX) {
-      fail("--prompt-tokens: '{}' is not a token id (expected comma-separated non-negative integers)", item);
-    }
-    ids.push_back(static_cast<int32_t>(value));
-    pos = comma + 1;
-  }
-  return ids;
-}
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -92,7 +71,7 @@ int run_generate(const GenerateOptions& options) {
     prompt = tokenizer->encode(options.prompt_text);
     if (prompt.empty()) fail("--prompt encodes to no tokens");
   } else if (!options.prompt_tokens.empty()) {
-    prompt = parse_token_list(options.prompt_tokens);
+    prompt = parse_token_ids(options.prompt_tokens, "--prompt-tokens");
   } else {
     fail("give the prompt with --prompt TEXT or --prompt-tokens IDS");
   }

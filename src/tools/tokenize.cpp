@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/token_list.h"
 
 namespace imp::tools {
 namespace {
@@ -43,25 +44,7 @@ std::vector<int32_t> parse_ids(const std::string& input) {
       fail("--decode: stdin is not {{\"ids\": [...]}} or a JSON array of ids ({})", e.what());
     }
   }
-  std::vector<int32_t> ids;
-  size_t pos = 0;
-  while (pos < input.size()) {
-    pos = input.find_first_not_of(" \t\r\n,", pos);
-    if (pos == std::string::npos) break;
-    const size_t end = std::min(input.find_first_of(" \t\r\n,", pos), input.size());
-    const std::string item = input.substr(pos, end - pos);
-    size_t used = 0;
-    long long value = -1;
-    try {
-      value = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != item.size() || value < 0 || value > INT32_MAX) fail("--decode: '{}' is not a token id", item);
-    ids.push_back(static_cast<int32_t>(value));
-    pos = end;
-  }
-  return ids;
+  return parse_token_ids(input, "--decode");
 }
 
 int run_tokenize(const TokenizeOptions& options) {

@@ -26,15 +26,7 @@ __global__ void head_norm_rope_kernel(float* x, int head_stride, const uint16_t*
   const float inv = rsqrtf(warp_sum(s) / static_cast<float>(head_dim) + eps);
   for (int i = lane; i < head_dim; i += kWarp) h[i] = h[i] * inv * (1.0f + bf16_bits_to_float(weight[i]));
   __syncwarp();
-  const int half = rotary_dim / 2;
-  const float position = static_cast<float>(positions[row]);
-  for (int i = lane; i < half; i += kWarp) {
-    const float angle = position * inv_freq[i];
-    const float c = cosf(angle), sn = sinf(angle);
-    const float x0 = h[i], x1 = h[i + half];
-    h[i] = x0 * c - x1 * sn;
-    h[i + half] = x1 * c + x0 * sn;
-  }
+  rope_rotate_warp(h, rotary_dim, static_cast<float>(positions[row]), inv_freq, lane);
 }
 
 template <bool Bf16>

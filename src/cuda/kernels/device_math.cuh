@@ -12,4 +12,18 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 __device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
+// Partial NeoX RoPE of one head in memory, by one warp: dims [0, rotary_dim) rotate in pairs
+// (i, i + rotary_dim/2) by position * inv_freq[i], precise sin/cos as the CPU reference.
+__device__ __forceinline__ void rope_rotate_warp(float* head, int rotary_dim, float position, const float* inv_freq,
+                                                 int lane) {
+  const int half = rotary_dim / 2;
+  for (int i = lane; i < half; i += kWarp) {
+    const float angle = position * inv_freq[i];
+    const float c = cosf(angle), s = sinf(angle);
+    const float x0 = head[i], x1 = head[i + half];
+    head[i] = x0 * c - x1 * s;
+    head[i + half] = x1 * c + x0 * s;
+  }
+}
+
 }  // namespace imp::cuda

@@ -27,15 +27,7 @@ __global__ void qsa_block_keys_kernel(const float* raw_keys, int first_block, in
   const float inv = rsqrtf(warp_sum(s) / static_cast<float>(dim) + eps);
   for (int i = lane; i < dim; i += kWarp) key[i] = key[i] * inv * (1.0f + bf16_bits_to_float(k_norm[i]));
   __syncwarp();
-  const int half = rotary_dim / 2;
-  const float position = static_cast<float>(b * ratio);
-  for (int i = lane; i < half; i += kWarp) {
-    const float angle = position * inv_freq[i];
-    const float c = cosf(angle), sn = sinf(angle);
-    const float x0 = key[i], x1 = key[i + half];
-    key[i] = x0 * c - x1 * sn;
-    key[i + half] = x1 * c + x0 * sn;
-  }
+  rope_rotate_warp(key, rotary_dim, static_cast<float>(b * ratio), inv_freq, lane);
 }
 
 // Order-preserving map of a float to an unsigned key (larger float -> larger key).

@@ -15,21 +15,6 @@
 namespace imp::text::jinja {
 namespace {
 
-std::string html_escape(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 // Hugging Face's tojson: json.dumps(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False).
 Value filter_tojson(Evaluator&, const Value& value, CallArgs& args) {
   const auto a = bind_args("tojson", args,
@@ -134,12 +119,12 @@ Value filter_safe(Evaluator&, const Value& value, CallArgs& args) {
 Value filter_escape(Evaluator&, const Value& value, CallArgs& args) {
   expect_no_args("escape", args);
   if (value.is_markup()) return value;
-  return Value(html_escape(value.str()), true);
+  return Value(strings::html_escape(value.str()), true);
 }
 
 Value filter_forceescape(Evaluator&, const Value& value, CallArgs& args) {
   expect_no_args("forceescape", args);
-  return Value(html_escape(value.str()), true);
+  return Value(strings::html_escape(value.str()), true);
 }
 
 // Python's float(str): surrounding whitespace and "_" between digits allowed, inf/nan spelled out.

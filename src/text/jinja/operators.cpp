@@ -4,6 +4,7 @@
 
 #include "text/jinja/format.h"
 #include "text/jinja/unicode.h"
+#include "text/jinja/strings.h"
 
 namespace imp::text::jinja {
 namespace {
@@ -18,21 +19,6 @@ constexpr size_t kMaxRepeat = size_t{1} << 28;  // refuse to build strings or li
     raise(ErrorKind::kType, "can only concatenate list (not \"{}\") to list", b.type_name());
   }
   raise(ErrorKind::kType, "unsupported operand type(s) for {}: '{}' and '{}'", op, a.type_name(), b.type_name());
-}
-
-std::string html_escape(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
 }
 
 Value repeat(const Value& sequence, int64_t count) {
@@ -103,8 +89,8 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
     if (numbers) return Value(a.as_float() + b.as_float());
     if (a.is_string() && b.is_string()) {
       // markupsafe.Markup escapes the plain string it is joined with.
-      if (a.is_markup() && !b.is_markup()) return Value(a.as_string() + html_escape(b.as_string()), true);
-      if (b.is_markup() && !a.is_markup()) return Value(html_escape(a.as_string()) + b.as_string(), true);
+      if (a.is_markup() && !b.is_markup()) return Value(a.as_string() + strings::html_escape(b.as_string()), true);
+      if (b.is_markup() && !a.is_markup()) return Value(strings::html_escape(a.as_string()) + b.as_string(), true);
       return Value(a.as_string() + b.as_string(), a.is_markup());
     }
     if (a.is_list() && b.is_list()) {

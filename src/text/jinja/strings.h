@@ -38,5 +38,7 @@ bool all_chars(std::string_view text, bool (*predicate)(char32_t));
 
 std::string pad(std::string_view text, int64_t width, char32_t fill, char align);  // '<' ljust, '>' rjust, '^' center
 std::string zfill(std::string_view text, int64_t width);
+// jinja2 escape: & < > " ' as HTML entities (markupsafe's spelling).
+std::string html_escape(std::string_view text);
 
 }  // namespace imp::text::jinja::strings
