@@ -24,6 +24,7 @@
 #include "text/output_parser.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/sampling_options.h"
 
 namespace imp::tools {
 namespace {
@@ -203,11 +204,7 @@ void add_chat(CLI::App& app, std::function<int()>& run) {
   cmd->add_flag("--no-think", options->no_think, "Render with enable_thinking=false");
   cmd->add_option("--kwargs", options->kwargs, "Extra chat-template variables as a JSON object");
   cmd->add_option("--max-tokens", options->max_tokens, "Most tokens per reply")->capture_default_str();
-  cmd->add_option("--temperature", options->sampling.temperature, "0 = greedy")->capture_default_str();
-  cmd->add_option("--top-k", options->sampling.top_k, "0 = off");
-  cmd->add_option("--top-p", options->sampling.top_p, "1 = off");
-  cmd->add_option("--min-p", options->sampling.min_p, "0 = off");
-  cmd->add_option("--seed", options->sampling.seed, "Sampling seed");
+  add_sampling_options(*cmd, options->sampling);
   cmd->callback([&run, options] { run = [options] { return run_chat(*options); }; });
 }
 

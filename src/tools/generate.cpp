@@ -19,6 +19,7 @@
 #include "runtime/stop_tokens.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/sampling_options.h"
 #include "tools/token_list.h"
 
 namespace imp::tools {
@@ -61,8 +62,6 @@ class LogitsWriter {
 
 int run_generate(const GenerateOptions& options) {
   if (options.max_tokens < 1) fail("--max-tokens must be at least 1");
-  if (options.sampling.temperature < 0.0f) fail("--temperature must be >= 0");
-  if (options.sampling.top_p <= 0.0f || options.sampling.top_p > 1.0f) fail("--top-p must be in (0, 1]");
   // Text mode: the model folder's tokenizer encodes the prompt and decodes what is generated.
   std::optional<text::Tokenizer> tokenizer;
   std::vector<int32_t> prompt;
@@ -163,11 +162,7 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
   cmd->add_option("--logits-out", options->logits_out,
                   "Write float32 logits rows: one per prompt position, then one per generated token except the last");
   cmd->add_flag("--ignore-eos", options->ignore_eos, "Do not stop at an end-of-sequence token");
-  cmd->add_option("--temperature", options->sampling.temperature, "0 = greedy")->capture_default_str();
-  cmd->add_option("--top-k", options->sampling.top_k, "0 = off");
-  cmd->add_option("--top-p", options->sampling.top_p, "1 = off");
-  cmd->add_option("--min-p", options->sampling.min_p, "0 = off");
-  cmd->add_option("--seed", options->sampling.seed, "Sampling seed");
+  add_sampling_options(*cmd, options->sampling);
   cmd->callback([&run, options] { run = [options] { return run_generate(*options); }; });
 }
 

@@ -103,6 +103,23 @@ TEST(GpuKernels, RouterTopKMatchesCpuOverManyExperts) {
   }
 }
 
+// Runs gate/up then down on the device over a host-built slot pool; returns y [rows, H].
+std::vector<float> run_expert_kernels(const model::ExpertSlotLayout& layout, const std::vector<uint8_t>& pool,
+                                      const std::vector<model::SlotScales>& scales, const std::vector<float>& x,
+                                      const std::vector<int32_t>& chosen, const std::vector<float>& weights, int rows,
+                                      int k) {
+  DeviceBuffer<uint8_t> dpool(pool);
+  DeviceBuffer<model::SlotScales> dscales(scales);
+  DeviceBuffer<float> dx(x), dweights(weights), dy(static_cast<size_t>(rows) * layout.hidden);
+  DeviceBuffer<float> dwork(static_cast<size_t>(rows) * k * layout.hidden);
+  DeviceBuffer<uint16_t> dact(static_cast<size_t>(rows) * k * layout.padded_intermediate);
+  DeviceBuffer<int32_t> dslots(chosen);
+  launch_expert_gate_up(dpool.data(), dscales.data(), layout, dx.data(), dslots.data(), rows, k, dact.data(), nullptr);
+  launch_expert_down(dpool.data(), dscales.data(), layout, dact.data(), dslots.data(), dweights.data(), rows, k,
+                     dwork.data(), dy.data(), nullptr);
+  return dy.download();
+}
+
 // Random NVFP4 experts in checkpoint layout, packed into a slot pool, checked against the CPU expert path
 // (cpu::linear on ExpertProjection views of the checkpoint bytes, SwiGLU, weighted sum). The kernels use
 // BF16 activations as the reference model does, so the twin rounds x and the SwiGLU output to bf16 too.
@@ -156,18 +173,9 @@ void check_nvfp4_experts(int H, int I, int experts, int rows, int k) {
     }
   }
 
-  DeviceBuffer<uint8_t> dpool(pool);
-  DeviceBuffer<model::SlotScales> dscales(scales);
-  DeviceBuffer<float> dx(x), dweights(weights), dy(want.size());
-  DeviceBuffer<uint16_t> dact(static_cast<size_t>(rows) * k * layout.padded_intermediate);
-  DeviceBuffer<int32_t> dslots(chosen);
-  launch_expert_gate_up(dpool.data(), dscales.data(), layout, dx.data(), dslots.data(), rows, k, dact.data(), nullptr);
-  DeviceBuffer<float> dwork(static_cast<size_t>(rows) * k * H);
-  launch_expert_down(dpool.data(), dscales.data(), layout, dact.data(), dslots.data(), dweights.data(), rows, k,
-                     dwork.data(), dy.data(), nullptr);
   // Exact weights and inputs; fp32 sums in another order, and a rare bf16 rounding flip of one SwiGLU
   // output (1 ulp = 2^-8 relative of one of 6400 terms): 1e-3 of the output scale.
-  expect_close(dy.download(), want, 1e-3);
+  expect_close(run_expert_kernels(layout, pool, scales, x, chosen, weights, rows, k), want, 1e-3);
 }
 
 TEST(GpuKernels, ExpertGateUpDownMatchCpuOnTheSlotPool) { check_nvfp4_experts(2560, 640, 24, 3, 10); }
@@ -212,16 +220,8 @@ void check_bf16_experts(int H, int I, int experts, int rows, int k) {
       for (int n = 0; n < H; ++n) want[static_cast<size_t>(r * H + n)] += route_w[static_cast<size_t>(r * k + j)] * y[static_cast<size_t>(n)];
     }
   }
-  DeviceBuffer<uint8_t> dpool(pool);
-  DeviceBuffer<model::SlotScales> dscales(scales);
-  DeviceBuffer<float> dx(x), dweights(route_w), dy(want.size());
-  DeviceBuffer<uint16_t> dact(static_cast<size_t>(rows) * k * layout.padded_intermediate);
-  DeviceBuffer<int32_t> dslots(chosen);
-  launch_expert_gate_up(dpool.data(), dscales.data(), layout, dx.data(), dslots.data(), rows, k, dact.data(), nullptr);
-  DeviceBuffer<float> dwork(static_cast<size_t>(rows) * k * H);
-  launch_expert_down(dpool.data(), dscales.data(), layout, dact.data(), dslots.data(), dweights.data(), rows, k,
-                     dwork.data(), dy.data(), nullptr);
-  expect_close(dy.download(), want, 1e-3);  // as the NVFP4 test: fp32 order and rare bf16 rounding flips
+  // As the NVFP4 test: fp32 order and rare bf16 rounding flips.
+  expect_close(run_expert_kernels(layout, pool, scales, x, chosen, route_w, rows, k), want, 1e-3);
 }
 
 TEST(GpuKernels, Bf16ExpertSlotsMatchCpuAtReleasedShapes) { check_bf16_experts(2560, 640, 16, 2, 10); }
