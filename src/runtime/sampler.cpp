@@ -11,6 +11,39 @@ int32_t argmax(std::span<const float> logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
+void apply_penalties(std::span<float> logits, std::span<const int32_t> generated, float presence, float frequency) {
+  std::vector<int32_t> seen;  // tokens in first-seen order, so each gets the presence penalty once
+  std::vector<uint32_t> counts(logits.size(), 0);
+  for (int32_t token : generated) {
+    if (token < 0 || static_cast<size_t>(token) >= logits.size()) continue;
+    if (counts[token]++ == 0) seen.push_back(token);
+  }
+  for (int32_t token : seen) logits[token] -= static_cast<float>(counts[token]) * frequency + presence;
+}
+
+TokenLogprobs token_logprobs(std::span<const float> logits, int32_t token, int top) {
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x) - max_logit);
+  const float log_sum = static_cast<float>(std::log(sum)) + max_logit;
+  TokenLogprobs out;
+  out.chosen = {token, logits[static_cast<size_t>(token)] - log_sum};
+  const size_t k = std::min(logits.size(), static_cast<size_t>(std::max(top, 0)));
+  std::vector<int32_t> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+                    [&](int32_t a, int32_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
+  for (size_t i = 0; i < k; ++i) out.top.push_back({order[i], logits[order[i]] - log_sum});
+  return out;
+}
+
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> generated) {
+  if (!has_penalties() || generated.empty()) return sample(logits);
+  std::vector<float> penalized(logits.begin(), logits.end());
+  apply_penalties(penalized, generated, options_.presence_penalty, options_.frequency_penalty);
+  return sample(penalized);
+}
+
 int32_t Sampler::sample(std::span<const float> logits) {
   if (options_.temperature <= 0.0f) return argmax(logits);
   const size_t n = logits.size();

@@ -11,6 +11,12 @@ constexpr size_t npos = std::string_view::npos;
 ReasoningParser::ReasoningParser(const ReasoningOptions& options)
     : options_(options), state_(options.enabled ? State::start : State::content) {}
 
+bool prompt_opens_reasoning(std::string_view rendered) {
+  const size_t open = rendered.rfind(parser_detail::kThinkOpen);
+  return open != std::string_view::npos && rendered.find(parser_detail::kThinkClose, open) == std::string_view::npos &&
+         rendered.find_first_not_of(" \n", open + parser_detail::kThinkOpen.size()) == std::string_view::npos;
+}
+
 void ReasoningParser::feed(std::string_view delta, std::vector<OutputEvent>& out) {
   if (finished_) return;
   pending_ += delta;

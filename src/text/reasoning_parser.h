@@ -32,6 +32,10 @@ struct ReasoningOptions {
   bool tool_call_ends_reasoning = true;  // see above
 };
 
+// Whether a rendered generation prompt ends inside an open `<think>` (only whitespace after it): the value
+// for starts_in_reasoning when generating from that prompt (imp chat, imp serve).
+bool prompt_opens_reasoning(std::string_view rendered);
+
 class ReasoningParser {
  public:
   explicit ReasoningParser(const ReasoningOptions& options = {});

@@ -39,13 +39,6 @@ struct ChatOptions {
   runtime::SamplingOptions sampling;
 };
 
-// The generation prompt opens a reasoning block when the rendered text ends inside <think>.
-bool starts_in_reasoning(const std::string& rendered) {
-  const size_t open = rendered.rfind("<think>");
-  return open != std::string::npos && rendered.find("</think>", open) == std::string::npos &&
-         rendered.find_first_not_of(" \n", open + 7) == std::string::npos;
-}
-
 class ChatSession {
  public:
   explicit ChatSession(const ChatOptions& options)
@@ -88,7 +81,7 @@ class ChatSession {
     seen_ = prompt;
 
     text::OutputParserOptions parse_options;
-    parse_options.starts_in_reasoning = starts_in_reasoning(rendered);
+    parse_options.starts_in_reasoning = text::prompt_opens_reasoning(rendered);
     text::OutputParser parser(parse_options);
     text::IncrementalDetokenizer detokenizer(tokenizer_);
     runtime::Sampler sampler(options_.sampling);

@@ -1,0 +1,41 @@
+// What the server knows about the model it serves, and requests -> prompt tokens: the chat template
+// renders messages and tools, the tokenizer encodes, and the context limits are checked (400s naming the
+// numbers). Also the output parser settings each request needs (reasoning, tool calls, tool schemas).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/request.h"
+#include "text/chat_template.h"
+#include "text/output_parser.h"
+#include "text/tokenizer.h"
+
+namespace imp::server {
+
+struct ServedModel {
+  std::string id;  // what clients pass as "model"
+  text::Tokenizer tokenizer;
+  std::optional<text::ChatTemplate> chat_template;  // none: chat requests are refused with a 400
+  std::vector<int32_t> stop_tokens;
+  int64_t max_context = 0;  // prompt + generated tokens
+  int64_t vocab_size = 0;
+
+  // Reads the tokenizer and chat template of a model folder.
+  static ServedModel load(const std::filesystem::path& model_dir, std::string id, std::vector<int32_t> stop_tokens,
+                          int64_t max_context, int64_t vocab_size);
+};
+
+struct PreparedPrompt {
+  std::vector<int32_t> tokens;
+  int64_t max_tokens = 0;  // the request's, or what is left of the context
+  text::OutputParserOptions parser;
+};
+
+PreparedPrompt prepare_chat(const ServedModel& model, const ChatRequest& request);
+PreparedPrompt prepare_completion(const ServedModel& model, const CompletionRequest& request);
+
+}  // namespace imp::server
