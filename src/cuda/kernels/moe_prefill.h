@@ -1,0 +1,35 @@
+// Routed experts for many tokens of prefill (grouped W4A16 GEMM on tensor cores over the expert slot pool).
+//
+// Contract (launch_moe_prefill):
+//   y[t, n] = sum_{j < k} weights[t*k + j] * sum_i down_s[n, i] * act_s(t)[i],  s = slots[t*k + j],
+//   act_s(t)[i] = bf16( silu(gate_s[i] . bf16(x_t)) * (up_s[i] . bf16(x_t)) )
+//   for t < tokens, n < layout.hidden; y fp32 [tokens, hidden] is overwritten. x fp32 [tokens, hidden]
+//   (16-byte aligned), slots/weights [tokens, k] (slot indices into the pool, 0 <= slot < num_slots; e.g.
+//   launch_router_topk's experts when the pool holds every expert), scales [num_slots].
+//   NVFP4 slots: E2M1 x E4M3 is formed exactly in bf16 (at most 6 significant bits), products with bf16 x are
+//   exact, sums fp32 (mma.m16n8k16), weight_scale_2 applied to the sums. BF16 slots: bf16 weights, same mma.
+//   The k choices of a token are summed in choice order from fp32 per-choice partials: deterministic (the
+//   bucketing uses atomics, but a token's result never depends on which tile it lands in).
+//   Steps, all on `stream`, no host synchronisation, no allocation: count (token, choice) pairs per slot,
+//   plan tiles of <= 64 pairs per slot, scatter, x -> bf16, gate/up (+SwiGLU), down, combine.
+//   workspace: moe_prefill_workspace_bytes(...) bytes, 256-byte aligned; about tokens*k*(hidden*4 +
+//   padded_intermediate*2) + tokens*hidden*2 bytes (the fp32 per-choice partials dominate: 420 MB at
+//   4096 tokens, k 10, hidden 2560). tokens <= 65535.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "model/expert_slot.h"
+
+namespace imp::cuda {
+
+size_t moe_prefill_workspace_bytes(const model::ExpertSlotLayout& layout, int32_t tokens, int32_t k, int32_t num_slots);
+
+void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
+                        const float* x, const int32_t* slots, const float* weights, int32_t tokens, int32_t k,
+                        int32_t num_slots, void* workspace, size_t workspace_bytes, float* y, cudaStream_t stream);
+
+}  // namespace imp::cuda

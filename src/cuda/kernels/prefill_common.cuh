@@ -1,0 +1,88 @@
+// Device helpers shared by the prefill kernels (tensor-core tiles): cp.async, ldmatrix, mma.m16n8k16 (bf16,
+// fp32 accumulate), bf16 packing and the exact NVFP4 fragment decode of the expert slots.
+//
+// mma.m16n8k16 fragments (g = lane / 4, c = lane % 4):
+//   A (16x16, row-major): a0 = (row g, k 2c..2c+1), a1 = (row g+8, k 2c..), a2 = (row g, k 2c+8..), a3 = (row g+8, k 2c+8..)
+//   B (16x8, "col"):       b0 = (k 2c..2c+1, col g), b1 = (k 2c+8..2c+9, col g)
+//   C/D (16x8, fp32):      d0, d1 = (row g, cols 2c, 2c+1), d2, d3 = (row g+8, cols 2c, 2c+1)
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+namespace imp::cuda::prefill {
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
+
+// 16-byte async copy global -> shared; when !valid the destination is zero-filled and nothing is read
+// (src must still be a mapped address: pass the tensor base).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const int bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem), "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(smem)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(smem)));
+}
+
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ uint16_t bf16_bits(float v) {
+  const __nv_bfloat16 b = __float2bfloat16_rn(v);
+  return *reinterpret_cast<const uint16_t*>(&b);
+}
+
+// Eight E2M1 values (four bytes, even input in the low nibble) to four bf16x2 words, exactly (as
+// moe_decode.cu's decoder: byte-permute table lookups for the magnitudes, sign bits moved to bit 15 / 31).
+__device__ __forceinline__ void decode_e2m1x8(uint32_t w, uint32_t (&out)[4]) {
+  constexpr uint32_t kHighLo = 0x3F3F3F00u, kHighHi = 0x40404040u;
+  constexpr uint32_t kLowLo = 0xC0800000u, kLowHi = 0xC0804000u;
+  const uint32_t mag = w & 0x77777777u, mag_hi = mag >> 16;
+  const uint32_t h_a = __byte_perm(kHighLo, kHighHi, mag), l_a = __byte_perm(kLowLo, kLowHi, mag);
+  const uint32_t h_b = __byte_perm(kHighLo, kHighHi, mag_hi), l_b = __byte_perm(kLowLo, kLowHi, mag_hi);
+  out[0] = __byte_perm(l_a, h_a, 0x5140) | ((w << 12) & 0x8000u) | ((w << 24) & 0x80000000u);
+  out[1] = __byte_perm(l_a, h_a, 0x7362) | ((w << 4) & 0x8000u) | ((w << 16) & 0x80000000u);
+  out[2] = __byte_perm(l_b, h_b, 0x5140) | ((w >> 4) & 0x8000u) | ((w << 8) & 0x80000000u);
+  out[3] = __byte_perm(l_b, h_b, 0x7362) | ((w >> 12) & 0x8000u) | (w & 0x80000000u);
+}
+
+// One E4M3 byte to a float times 2^-8, exactly (the E4M3 bits placed in an fp16 keep their value up to 2^-8,
+// subnormals included). The result has at most 4 significant bits, so it is exact in bf16 too.
+__device__ __forceinline__ float e4m3_to_float_scaled(uint32_t byte) {
+  const uint32_t half_bits = ((byte << 7) & 0x3F80u) | ((byte << 8) & 0x8000u);
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(half_bits)));
+}
+
+constexpr float kScaleFold = 256.0f;  // undoes the 2^-8 of e4m3_to_float_scaled
+
+// a (bf16x2) times s (bf16x2): exact when the true product is representable (E2M1 x E4M3 always is).
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t s) {
+  const __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&s));
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+
+}  // namespace imp::cuda::prefill
