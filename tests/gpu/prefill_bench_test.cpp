@@ -1,0 +1,93 @@
+// Timing of the prefill kernels at the released shapes (4096 tokens). Disabled by default; run with
+//   imp_gpu_tests --gtest_also_run_disabled_tests --gtest_filter='PrefillBench.*'
+// Prints one line per shape: median of 10 timed launches after 2 warm-ups (CUDA events).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "cuda/kernels/gemm_bf16.h"
+#include "cuda/kernels/moe_prefill.h"
+#include "cuda/memory/device_buffer.h"
+#include "gpu_test_util.h"
+
+namespace imp::cuda {
+namespace {
+
+using namespace testing_support;
+
+double median_ms(const std::function<void()>& launch) {
+  cudaEvent_t start, stop;
+  IMP_CUDA_CHECK(cudaEventCreate(&start));
+  IMP_CUDA_CHECK(cudaEventCreate(&stop));
+  for (int i = 0; i < 2; ++i) launch();
+  std::vector<float> times;
+  for (int i = 0; i < 10; ++i) {
+    IMP_CUDA_CHECK(cudaEventRecord(start));
+    launch();
+    IMP_CUDA_CHECK(cudaEventRecord(stop));
+    IMP_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    IMP_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times.push_back(ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+std::vector<uint8_t> random_bytes(size_t n) {
+  std::vector<uint8_t> v(n);
+  std::uniform_int_distribution<uint32_t> d;
+  for (size_t i = 0; i + 4 <= n; i += 4) {
+    const uint32_t r = d(rng());
+    std::copy_n(reinterpret_cast<const uint8_t*>(&r), 4, v.begin() + static_cast<ptrdiff_t>(i));
+  }
+  return v;
+}
+
+TEST(PrefillBench, DISABLED_GemmBf16) {
+  const int T = 4096;
+  for (auto [n, k] : {std::pair{10240, 2560}, {6144, 2560}, {12288, 2560}, {2560, 6144}, {320, 10240}, {10240, 320},
+                      {640, 2560}, {248320, 2560}}) {
+    DeviceBuffer<uint16_t> w(static_cast<size_t>(n) * k);
+    IMP_CUDA_CHECK(cudaMemset(w.data(), 0x3c, w.size() * 2));
+    DeviceBuffer<float> x(static_cast<size_t>(T) * k), y(static_cast<size_t>(T) * n);
+    IMP_CUDA_CHECK(cudaMemset(x.data(), 0, x.size() * 4));
+    const double ms = median_ms([&] { launch_gemm_bf16(x.data(), w.data(), T, n, k, y.data(), nullptr); });
+    std::printf("gemm_bf16 T=%d N=%d K=%d: %.3f ms, %.1f TFLOP/s\n", T, n, k, ms, 2.0 * T * n * k / ms / 1e9);
+  }
+}
+
+TEST(PrefillBench, DISABLED_MoeNvfp4) {
+  const int T = 4096, k = 10, slots = 512, H = 2560, I = 640;
+  const model::ExpertSlotLayout layout = model::ExpertSlotLayout::make(H, I);
+  DeviceBuffer<uint8_t> pool(random_bytes(layout.slot_bytes * slots));
+  std::vector<model::SlotScales> scales(slots, {0.01f, 0.01f, 0.01f, 0.0f});
+  DeviceBuffer<model::SlotScales> d_scales(scales);
+  std::vector<int32_t> chosen(static_cast<size_t>(T) * k);
+  std::vector<int32_t> ids(slots);
+  for (int i = 0; i < slots; ++i) ids[static_cast<size_t>(i)] = i;
+  for (int t = 0; t < T; ++t) {
+    std::shuffle(ids.begin(), ids.end(), rng());
+    std::copy_n(ids.begin(), k, chosen.begin() + static_cast<ptrdiff_t>(t) * k);
+  }
+  DeviceBuffer<int32_t> d_slots(chosen);
+  DeviceBuffer<float> x(random_floats(static_cast<size_t>(T) * H)), w(random_floats(chosen.size(), 0.3f)),
+      y(static_cast<size_t>(T) * H);
+  const size_t bytes = moe_prefill_workspace_bytes(layout, T, k, slots);
+  DeviceBuffer<uint8_t> ws(bytes);
+  const double ms = median_ms([&] {
+    launch_moe_prefill(pool.data(), d_scales.data(), layout, x.data(), d_slots.data(), w.data(), T, k, slots, ws.data(),
+                       bytes, y.data(), nullptr);
+  });
+  std::printf("moe_prefill nvfp4 T=%d k=%d H=%d I=%d slots=%d: %.3f ms, %.1f TFLOP/s (workspace %.0f MB)\n", T, k, H, I,
+              slots, ms, 2.0 * T * k * 3 * H * I / ms / 1e9, bytes / 1e6);
+}
+
+}  // namespace
+}  // namespace imp::cuda
