@@ -69,12 +69,27 @@ class CpuEngine final : public Engine {
   SequenceId next_id_ = 1;
 };
 
+std::map<std::string, BackendFactory>& backends() {
+  static std::map<std::string, BackendFactory> registry;
+  return registry;
+}
+
 }  // namespace
 
+void register_backend(const std::string& name, BackendFactory factory) { backends()[name] = factory; }
+
 std::unique_ptr<Engine> load_engine(const std::filesystem::path& model_dir, const EngineOptions& options) {
-  if (options.backend == "cpu") return std::make_unique<CpuEngine>(model_dir);
+  if (options.load_format != "checkpoint" && options.load_format != "dummy") {
+    fail("unknown load format '{}': expected checkpoint or dummy", options.load_format);
+  }
+  if (options.backend == "cpu") {
+    if (options.load_format == "dummy") fail("dummy weights exist only on the GPU: use --backend cuda");
+    return std::make_unique<CpuEngine>(model_dir);
+  }
+  auto it = backends().find(options.backend);
+  if (it != backends().end()) return it->second(model_dir, options);
   if (options.backend == "cuda") {
-    fail("backend 'cuda' is not built into this binary yet (the CUDA engine is a later issue); use --backend cpu");
+    fail("backend 'cuda' is not in this binary: build with the cuda preset (cmake --preset cuda) to get it");
   }
   fail("unknown backend '{}': expected cpu or cuda", options.backend);
 }

@@ -40,9 +40,17 @@ class Engine {
 
 struct EngineOptions {
   std::string backend = "cpu";
+  // "checkpoint": the folder's safetensors; "dummy": random weights of config.json's shapes (benchmarks,
+  // CUDA backend only).
+  std::string load_format = "checkpoint";
+  int64_t max_context = 0;  // 0: decided by the backend (logged)
 };
 
 // Loads a model folder on the chosen backend; throws imp::Error with an actionable message.
 std::unique_ptr<Engine> load_engine(const std::filesystem::path& model_dir, const EngineOptions& options);
+
+// Backends other than the CPU reference register here (the CUDA library does, when it is linked in).
+using BackendFactory = std::unique_ptr<Engine> (*)(const std::filesystem::path& model_dir, const EngineOptions& options);
+void register_backend(const std::string& name, BackendFactory factory);
 
 }  // namespace imp::runtime

@@ -12,6 +12,8 @@
 #include "core/dtype.h"
 #include "cpu/blocks.h"
 #include "cuda/kernels/dense.h"
+#include "cuda/device_model.h"
+#include "cuda/kernels/ngram_hash.h"
 #include "cuda/kernels/ple.h"
 #include "cuda/memory/device_buffer.h"
 #include "gpu_test_util.h"
@@ -81,21 +83,28 @@ void run_case(int d, int streams, int embed, int ngram, int heads_per_ngram, boo
   DeviceBuffer<float> d_state(state.conv);
 
   PleTableDevice table{fp8_table ? table_fp8.device.data() : reinterpret_cast<const uint8_t*>(table_bf16.device.data()),
-                       fp8_table, w.table_scale, head_dim};
+                       fp8_table, w.table_scale, head_dim, rows_total};
+  // Row ids come from the device hash step, checked against the host hash every step.
+  const NgramHashDevice device_hash = to_device(*hash);
+  DeviceBuffer<int64_t> d_context(state.context);
+  DeviceBuffer<int32_t> d_token(1);
   DeviceBuffer<float> d_emb(static_cast<size_t>(embed)), d_key(static_cast<size_t>(width)), d_query(static_cast<size_t>(width)),
       d_value(static_cast<size_t>(d)), d_gated(static_cast<size_t>(width)), d_normed(static_cast<size_t>(width)),
       d_stream(static_cast<size_t>(width));
   DeviceBuffer<int64_t> d_ids(static_cast<size_t>(heads));
   std::vector<int64_t> gpu_context = state.context;
   std::uniform_int_distribution<int> token(0, 20);  // small ids: EOS (1) comes up often
-  for (int step = 0; step < 4; ++step) {
+  for (int step = 0; step < 12; ++step) {
     std::vector<float> stream(static_cast<size_t>(width));
     for (float& v : stream) v = dist(rng());
     const int32_t tok[1] = {token(rng())};
 
     std::vector<int64_t> ids(static_cast<size_t>(heads));
     hash->row_ids(gpu_context, tok, ids);
-    d_ids.upload(ids);
+    d_token.upload(std::span<const int32_t>(tok, 1));
+    launch_ngram_ids_step(device_hash, d_token.data(), d_context.data(), 1, d_ids.data(), nullptr);
+    ASSERT_EQ(d_ids.download(), ids) << "step " << step;
+    ASSERT_EQ(d_context.download(), gpu_context) << "step " << step;
     d_stream.upload(stream);
     launch_ple_gather(table, d_ids.data(), 1, heads, d_emb.data(), nullptr);
     launch_gemv_bf16(key_proj.device.data(), d_emb.data(), 1, width, embed, d_key.data(), nullptr);

@@ -46,11 +46,16 @@ void run_case(int heads, int dim, int budget, int ratio, int tokens, float query
   DeviceBuffer<uint16_t> d_k_norm(k_norm_bits);
   const int blocks = tokens / ratio;
   DeviceBuffer<float> d_block_keys(static_cast<size_t>(blocks) * dim), d_scores(static_cast<size_t>(blocks) + 1);
-  // Fill the block-key cache in two pieces, as blocks complete over time.
+  // Fill the block-key cache as blocks complete over time: the first half by range (prefill), the rest
+  // token by token with the decode step kernel, which must only write when a token completes a block.
   launch_qsa_block_keys(d_raw.data(), 0, blocks / 2, ratio, dim, d_k_norm.data(), 1e-6f, static_cast<int>(config.rotary_dim()),
                         d_inv_freq.data(), d_block_keys.data(), nullptr);
-  launch_qsa_block_keys(d_raw.data(), blocks / 2, blocks, ratio, dim, d_k_norm.data(), 1e-6f, static_cast<int>(config.rotary_dim()),
-                        d_inv_freq.data(), d_block_keys.data(), nullptr);
+  DeviceBuffer<int32_t> d_position(1);
+  for (int32_t p = blocks / 2 * ratio; p < tokens; ++p) {
+    d_position.upload(std::span<const int32_t>(&p, 1));
+    launch_qsa_block_key_step(d_raw.data(), d_position.data(), ratio, dim, d_k_norm.data(), 1e-6f,
+                              static_cast<int>(config.rotary_dim()), d_inv_freq.data(), d_block_keys.data(), nullptr);
+  }
 
   const int max_selected = budget + ratio - 1;
   DeviceBuffer<int32_t> d_selected(static_cast<size_t>(max_selected)), d_count(1);
@@ -60,7 +65,8 @@ void run_case(int heads, int dim, int budget, int ratio, int tokens, float query
     const std::vector<int64_t> want = cpu::qsa_select(config, w, rope, queries.data(), raw.data(), position);
 
     DeviceBuffer<float> d_queries(queries);
-    launch_qsa_select(d_queries.data(), heads, dim, d_block_keys.data(), position, ratio, budget / ratio,
+    d_position.upload(std::span<const int32_t>(&position, 1));
+    launch_qsa_select(d_queries.data(), heads, dim, d_block_keys.data(), d_position.data(), ratio, budget / ratio,
                       d_scores.data(), d_selected.data(), d_count.data(), nullptr);
     const int count = d_count.download()[0];
     const std::vector<int32_t> got_all = d_selected.download();

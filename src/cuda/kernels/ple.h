@@ -17,6 +17,7 @@ struct PleTableDevice {
   bool fp8 = true;                // E4M3 times `scale`, rounded to bf16 (as the reference); else bf16
   float scale = 1.0f;
   int32_t head_dim = 0;
+  int64_t row_count = 1;  // rows in the table; ids wrap modulo it (only dummy tables are smaller than the hash range)
 };
 
 // emb [rows, heads * head_dim] from ids [rows, heads].

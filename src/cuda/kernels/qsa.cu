@@ -37,13 +37,13 @@ __device__ __forceinline__ uint32_t order_key(float f) {
 }
 
 __global__ void __launch_bounds__(kThreads) qsa_select_kernel(const float* queries, int heads, int dim,
-                                                             const float* block_keys, int position, int ratio,
-                                                             int block_topk, float* scores, int32_t* selected,
-                                                             int32_t* selected_count) {
+                                                             const float* block_keys, const int32_t* positions,
+                                                             int ratio, int block_topk, float* scores,
+                                                             int32_t* selected, int32_t* selected_count) {
   __shared__ uint32_t histogram[256];
   __shared__ uint32_t prefix, remaining;
   __shared__ int chunk_kept[kThreads], chunk_ties[kThreads];
-  const int visible = position + 1, blocks = visible / ratio;
+  const int visible = positions[0] + 1, blocks = visible / ratio;
   const int keep = min(block_topk, blocks);  // blocks kept before the tail
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
   const float inv_sqrt_dim = rsqrtf(static_cast<float>(dim));
@@ -125,7 +125,46 @@ __global__ void __launch_bounds__(kThreads) qsa_select_kernel(const float* queri
   }
 }
 
+// The block completed by the token at positions[0], if any (decode: one warp).
+__global__ void qsa_block_key_step_kernel(const float* raw_keys, const int32_t* positions, int ratio, int dim,
+                                          const uint16_t* k_norm, float eps, int rotary_dim, const float* inv_freq,
+                                          float* block_keys) {
+  const int visible = positions[0] + 1;
+  if (visible % ratio != 0) return;
+  const int b = visible / ratio - 1, lane = threadIdx.x;
+  float* key = block_keys + static_cast<size_t>(b) * dim;
+  float s = 0.0f;
+  for (int i = lane; i < dim; i += kWarp) {
+    float sum = 0.0f;
+    for (int r = 0; r < ratio; ++r) sum += raw_keys[(static_cast<size_t>(b) * ratio + r) * dim + i];
+    key[i] = sum / static_cast<float>(ratio);
+    s += key[i] * key[i];
+  }
+  const float inv = rsqrtf(warp_sum(s) / static_cast<float>(dim) + eps);
+  for (int i = lane; i < dim; i += kWarp) key[i] = key[i] * inv * (1.0f + bf16_bits_to_float(k_norm[i]));
+  __syncwarp();
+  rope_rotate_warp(key, rotary_dim, static_cast<float>(b * ratio), inv_freq, lane);
+}
+
+__global__ void qsa_append_key_kernel(const float* key, const int32_t* positions, int dim, float* raw_keys) {
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) raw_keys[static_cast<size_t>(positions[0]) * dim + i] = key[i];
+}
+
 }  // namespace
+
+void launch_qsa_append_key(const float* key, const int32_t* positions, int32_t dim, float* raw_keys,
+                           cudaStream_t stream) {
+  qsa_append_key_kernel<<<1, 128, 0, stream>>>(key, positions, dim, raw_keys);
+  IMP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_qsa_block_key_step(const float* raw_keys, const int32_t* positions, int32_t ratio, int32_t dim,
+                               const uint16_t* k_norm, float eps, int32_t rotary_dim, const float* inv_freq,
+                               float* block_keys, cudaStream_t stream) {
+  qsa_block_key_step_kernel<<<1, kWarp, 0, stream>>>(raw_keys, positions, ratio, dim, k_norm, eps, rotary_dim, inv_freq,
+                                                     block_keys);
+  IMP_CUDA_CHECK_LAUNCH();
+}
 
 void launch_qsa_block_keys(const float* raw_keys, int32_t first_block, int32_t last_block, int32_t ratio, int32_t dim,
                            const uint16_t* k_norm, float eps, int32_t rotary_dim, const float* inv_freq,
@@ -138,10 +177,10 @@ void launch_qsa_block_keys(const float* raw_keys, int32_t first_block, int32_t l
   IMP_CUDA_CHECK_LAUNCH();
 }
 
-void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const float* block_keys, int32_t position,
-                       int32_t ratio, int32_t block_topk, float* scores, int32_t* selected, int32_t* selected_count,
+void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const float* block_keys,
+                       const int32_t* positions, int32_t ratio, int32_t block_topk, float* scores, int32_t* selected, int32_t* selected_count,
                        cudaStream_t stream) {
-  qsa_select_kernel<<<1, kThreads, 0, stream>>>(queries, heads, dim, block_keys, position, ratio, block_topk, scores,
+  qsa_select_kernel<<<1, kThreads, 0, stream>>>(queries, heads, dim, block_keys, positions, ratio, block_topk, scores,
                                                 selected, selected_count);
   IMP_CUDA_CHECK_LAUNCH();
 }

@@ -39,7 +39,17 @@ __global__ void argmax_kernel(const float* logits, int vocab, int32_t* tokens) {
   }
 }
 
+__global__ void advance_positions_kernel(int32_t* positions, int rows) {
+  const int row = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row < rows) positions[row] += 1;
+}
+
 }  // namespace
+
+void launch_advance_positions(int32_t* positions, int32_t rows, cudaStream_t stream) {
+  advance_positions_kernel<<<(rows + 127) / 128, 128, 0, stream>>>(positions, rows);
+  IMP_CUDA_CHECK_LAUNCH();
+}
 
 void launch_argmax(const float* logits, int32_t rows, int32_t vocab, int32_t* tokens, cudaStream_t stream) {
   argmax_kernel<<<rows, kThreads, 0, stream>>>(logits, vocab, tokens);

@@ -11,4 +11,7 @@ namespace imp::cuda {
 // tokens[row] = argmax of logits [rows, vocab].
 void launch_argmax(const float* logits, int32_t rows, int32_t vocab, int32_t* tokens, cudaStream_t stream);
 
+// positions[row] += 1: the end of a decode step that feeds its own greedy token back (device-driven loops).
+void launch_advance_positions(int32_t* positions, int32_t rows, cudaStream_t stream);
+
 }  // namespace imp::cuda

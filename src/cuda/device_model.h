@@ -1,0 +1,119 @@
+// The model's weights on the GPU, laid out for the decode step: dense weights as BF16 (projections that
+// read the same input are stacked into one matrix so one GEMV serves them), routed experts in a slot pool
+// per layer (src/model/expert_slot.h; NVFP4 slots, or BF16 slots for checkpoints without NVFP4), the PLE
+// n-gram table in mapped pinned host memory (48 GiB in the released model: rows are gathered, not copied).
+// Built from a checkpoint's bound weights, or filled with random values of realistic magnitude for
+// full-scale benchmarks without a checkpoint (dummy weights).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "cuda/kernels/gated_delta_net.h"
+#include "cuda/kernels/ngram_hash.h"
+#include "cuda/kernels/ple.h"
+#include "cuda/memory/device_buffer.h"
+#include "model/config.h"
+#include "model/expert_slot.h"
+#include "model/ngram_hash.h"
+#include "model/weights.h"
+
+namespace imp::cuda {
+
+// A BF16 matrix [rows, cols] (or a vector: rows = 1) in device memory.
+struct DenseWeight {
+  const uint16_t* data = nullptr;
+  int32_t rows = 0;
+  int32_t cols = 0;
+};
+
+struct HyperConnectionDevice {
+  DenseWeight norm;         // [S*d]
+  DenseWeight down_inject;  // [rank (+ S), S*d]: input_mix_weight_down, then block_inject_weight when present
+  DenseWeight up;           // [S*d, rank]
+  bool has_inject = false;
+};
+
+struct GatedDeltaNetDevice {
+  DenseWeight in_proj;   // [conv_dim + value_dim + 2 value_heads, d]: qkv, z, b, a
+  DenseWeight out_proj;  // [d, value_dim]
+  GatedDeltaNetWeightsDevice small;
+};
+
+struct AttentionDevice {
+  // [heads*2*hd + 2*kv_width (+ (indexer heads + 1) * indexer dim), d]: q (query|gate per head), k, v,
+  // then the indexer's qk projection when QSA is configured.
+  DenseWeight in_proj;
+  DenseWeight o_proj;
+  DenseWeight q_norm, k_norm;                  // [hd]
+  DenseWeight index_q_norm, index_k_norm;      // [indexer dim]; empty without QSA
+};
+
+struct MoeDevice {
+  DenseWeight in_proj;      // [E + 2 I_shared + 1, d]: router, shared gate, shared up, shared_expert_gate
+  DenseWeight shared_down;  // [d, I_shared]
+  DeviceBuffer<uint8_t> pool;               // one slot per expert (everything resident)
+  DeviceBuffer<model::SlotScales> scales;   // per-slot weight_scale_2 mirror
+};
+
+struct PleDevice {
+  DenseWeight key_value;  // [S*d + d, e]: key_proj, then value_proj
+  DenseWeight norm_key, norm_query, norm_conv;  // [S*d]
+  DenseWeight conv1d;     // [S*d, kernel]
+  PleTableDevice table;
+  NgramHashDevice hash;
+};
+
+struct LayerDevice {
+  model::LayerType type = model::LayerType::kLinearAttention;
+  HyperConnectionDevice attn_hc, mlp_hc;
+  std::optional<GatedDeltaNetDevice> gdn;
+  std::optional<AttentionDevice> attention;
+  MoeDevice moe;
+  std::optional<PleDevice> ple;
+};
+
+class DeviceModel {
+ public:
+  // Uploads a checkpoint's bound weights (throws imp::Error on a shape the kernels cannot take).
+  static std::unique_ptr<DeviceModel> upload(const model::ModelConfig& config, const model::ModelWeights& weights);
+  // Random weights of the config's shapes; the PLE table is `ple_table_bytes` (smaller than the hash range:
+  // row ids wrap), FP8.
+  static std::unique_ptr<DeviceModel> dummy(const model::ModelConfig& config, uint64_t seed, size_t ple_table_bytes);
+
+  ~DeviceModel();
+  DeviceModel(const DeviceModel&) = delete;
+  DeviceModel& operator=(const DeviceModel&) = delete;
+
+  const model::ModelConfig& config() const { return config_; }
+  const model::ExpertSlotLayout& slot_layout() const { return slot_layout_; }
+  const std::vector<LayerDevice>& layers() const { return layers_; }
+  const DenseWeight& embed_tokens() const { return embed_tokens_; }
+  const DenseWeight& lm_head() const { return lm_head_; }
+  const HyperConnectionDevice& mixer() const { return mixer_; }
+  const float* inv_freq() const { return inv_freq_.data(); }
+  // Bytes of device weights read by one decode token (dense + top-k experts + PLE rows), for the roofline.
+  uint64_t decode_bytes_per_token() const;
+  uint64_t device_bytes() const { return device_bytes_; }
+
+ private:
+  struct Builder;
+  explicit DeviceModel(const model::ModelConfig& config) : config_(config) {}
+
+  model::ModelConfig config_;
+  model::ExpertSlotLayout slot_layout_;
+  std::vector<LayerDevice> layers_;
+  DenseWeight embed_tokens_, lm_head_;
+  HyperConnectionDevice mixer_;
+  DeviceBuffer<float> inv_freq_;
+  std::vector<DeviceBuffer<uint16_t>> dense_storage_;
+  std::vector<void*> pinned_tables_;  // cudaHostAlloc'd PLE tables
+  uint64_t device_bytes_ = 0;
+};
+
+// The device form of a PLE block's n-gram hash constants.
+NgramHashDevice to_device(const model::NgramHash& hash);
+
+}  // namespace imp::cuda

@@ -1,0 +1,194 @@
+#include "cuda/engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "model/weights.h"
+
+namespace imp::cuda {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr int64_t kDefaultContextCap = 32768;
+constexpr int64_t kPlannedSequences = 4;  // full-context sequences the KV cache is sized for
+
+// Device bytes of one sequence's fixed state at `context` tokens (KV pages not included).
+uint64_t sequence_state_bytes(const model::ModelConfig& c, int64_t context) {
+  uint64_t bytes = 0;
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    if (c.layer_types[static_cast<size_t>(layer)] == model::LayerType::kLinearAttention) {
+      bytes += 4ull * static_cast<uint64_t>((c.linear_conv_kernel_dim - 1) * c.gdn_conv_dim() +
+                                            c.linear_num_value_heads * c.linear_key_head_dim * c.linear_value_head_dim);
+    } else if (c.has_qsa) {
+      bytes += 4ull * static_cast<uint64_t>(context + context / c.indexer_compress_ratio + 1) * static_cast<uint64_t>(c.indexer_head_dim);
+    }
+    if (c.ple_index(layer) >= 0) bytes += 4ull * static_cast<uint64_t>(c.ple_conv_state_rows() * c.stream_width());
+  }
+  return bytes;
+}
+
+int32_t attention_layers(const model::ModelConfig& c) {
+  return static_cast<int32_t>(std::count(c.layer_types.begin(), c.layer_types.end(), model::LayerType::kAttention));
+}
+
+std::unique_ptr<runtime::Engine> make_cuda_engine(const std::filesystem::path& model_dir,
+                                                  const runtime::EngineOptions& options) {
+  return std::make_unique<CudaEngine>(model_dir, options);
+}
+
+const bool registered = (runtime::register_backend("cuda", &make_cuda_engine), true);
+
+}  // namespace
+
+CudaEngine::CudaEngine(const std::filesystem::path& model_dir, const runtime::EngineOptions& options)
+    : config_(model::load_config(model_dir)) {
+  (void)registered;
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    fail("backend 'cuda' needs an NVIDIA GPU, and none is visible (cudaGetDeviceCount found {})", devices);
+  }
+  if (options.load_format == "dummy") {
+    // 4 GiB of FP8 rows: enough that gathers miss the caches as the real 48 GiB table does.
+    model_ = DeviceModel::dummy(config_, 1, 4ull << 30);
+  } else {
+    const model::Checkpoint checkpoint = model::Checkpoint::open(model_dir);
+    const model::ModelWeights weights = model::bind_weights(config_, checkpoint);
+    model_ = DeviceModel::upload(config_, weights);
+  }
+  IMP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  workspace_ = std::make_unique<DecodeWorkspace>(*model_);
+  IMP_CUDA_CHECK(cudaMallocHost(&host_logits_, static_cast<size_t>(config_.vocab_size) * sizeof(float)));
+
+  // Memory plan: the context length, then KV pages for a few sequences at full context within 90% of what
+  // is free after the weights.
+  size_t free_bytes = 0, total_bytes = 0;
+  IMP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  context_ = options.max_context > 0 ? options.max_context : std::min(config_.max_position_embeddings, kDefaultContextCap);
+  const int32_t layers = attention_layers(config_);
+  const int32_t kv_width = static_cast<int32_t>(config_.num_key_value_heads * config_.head_dim);
+  const uint64_t page_bytes = KvCache::bytes_per_page(std::max(layers, 1), kv_width);
+  const uint64_t per_sequence = sequence_state_bytes(config_, context_) +
+                                static_cast<uint64_t>(KvCache::pages_for(context_)) * page_bytes;
+  const uint64_t budget = static_cast<uint64_t>(static_cast<double>(free_bytes) * 0.9);
+  const int64_t fitting = static_cast<int64_t>(budget / std::max<uint64_t>(per_sequence, 1));
+  if (fitting < 1) {
+    fail("not enough GPU memory for one sequence of {} tokens: it needs {:.2f} GiB and {:.2f} GiB are free after the "
+         "weights; pass a shorter --max-context",
+         context_, static_cast<double>(per_sequence) / kGiB, static_cast<double>(free_bytes) / kGiB);
+  }
+  const int64_t planned = std::min(fitting, kPlannedSequences);
+  const int32_t pages = static_cast<int32_t>(planned * KvCache::pages_for(context_));
+  kv_ = std::make_unique<KvCache>(pages, std::max(layers, 1), kv_width);
+  log::info("memory plan: {:.2f} GiB free after weights; context {} tokens{}; KV cache {} pages x {} tokens x {:.1f} KiB "
+            "= {:.2f} GiB ({} sequences at full context); per-sequence state {:.1f} MiB",
+            static_cast<double>(free_bytes) / kGiB, context_,
+            options.max_context > 0 ? " (--max-context)" : fmt::format(" (min of the model's {} and {})", config_.max_position_embeddings, kDefaultContextCap),
+            pages, KvCache::kPageSize, static_cast<double>(page_bytes) / 1024.0,
+            static_cast<double>(pages) * static_cast<double>(page_bytes) / kGiB, planned,
+            static_cast<double>(sequence_state_bytes(config_, context_)) / (1024.0 * 1024.0));
+}
+
+CudaEngine::~CudaEngine() {
+  sequences_.clear();
+  if (host_logits_) cudaFreeHost(host_logits_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+SequenceStateDevice& CudaEngine::at(runtime::SequenceId id) const {
+  auto it = sequences_.find(id);
+  if (it == sequences_.end()) fail("unknown sequence {}", id);
+  return *it->second;
+}
+
+runtime::SequenceId CudaEngine::new_sequence() {
+  const runtime::SequenceId id = next_id_++;
+  sequences_.emplace(id, std::make_unique<SequenceStateDevice>(*model_, *kv_, context_));
+  return id;
+}
+
+runtime::SequenceId CudaEngine::fork(runtime::SequenceId source) {
+  const runtime::SequenceId id = new_sequence();
+  at(id).copy_from(at(source), stream_);
+  return id;
+}
+
+void CudaEngine::release(runtime::SequenceId sequence) { sequences_.erase(sequence); }
+
+int64_t CudaEngine::sequence_length(runtime::SequenceId sequence) const { return at(sequence).length; }
+
+void CudaEngine::step(SequenceStateDevice& sequence, int32_t token) {
+  if (token < 0 || token >= config_.vocab_size) fail("token id {} is outside the vocabulary [0, {})", token, config_.vocab_size);
+  sequence.reserve(sequence.length + 1, stream_);
+  // Pageable sources: the copy has read them when the call returns, so the values may change right after.
+  const int32_t position = static_cast<int32_t>(sequence.length);
+  IMP_CUDA_CHECK(cudaMemcpyAsync(sequence.step_token.data(), &token, sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  IMP_CUDA_CHECK(cudaMemcpyAsync(sequence.step_position.data(), &position, sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+  if (!sequence.graph) {
+    cudaGraph_t graph = nullptr;
+    IMP_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+      enqueue_decode_step(*model_, *kv_, sequence, *workspace_, stream_);
+    } catch (...) {
+      cudaStreamEndCapture(stream_, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    IMP_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    const cudaError_t status = cudaGraphInstantiate(&sequence.graph, graph, 0);
+    cudaGraphDestroy(graph);
+    IMP_CUDA_CHECK(status);
+  }
+  IMP_CUDA_CHECK(cudaGraphLaunch(sequence.graph, stream_));
+  sequence.length += 1;
+}
+
+std::vector<std::vector<float>> CudaEngine::forward(std::span<const runtime::ForwardRequest> batch) {
+  std::vector<std::vector<float>> out;
+  const size_t vocab = static_cast<size_t>(config_.vocab_size);
+  for (const runtime::ForwardRequest& request : batch) {
+    if (request.tokens.empty()) fail("forward needs at least one token");
+    SequenceStateDevice& sequence = at(request.sequence);
+    std::vector<float> logits;
+    logits.reserve(request.all_logits ? request.tokens.size() * vocab : vocab);
+    for (size_t t = 0; t < request.tokens.size(); ++t) {
+      step(sequence, request.tokens[t]);
+      if (request.all_logits || t + 1 == request.tokens.size()) {
+        IMP_CUDA_CHECK(cudaMemcpyAsync(host_logits_, workspace_->logits.data(), vocab * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+        IMP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        logits.insert(logits.end(), host_logits_, host_logits_ + vocab);
+      }
+    }
+    out.push_back(std::move(logits));
+  }
+  return out;
+}
+
+double CudaEngine::decode_greedy_on_device(runtime::SequenceId id, int32_t token, int32_t steps,
+                                          std::vector<int32_t>* tokens) {
+  SequenceStateDevice& sequence = at(id);
+  sequence.reserve(sequence.length + 1 + steps, stream_);
+  DeviceBuffer<int32_t> chosen(tokens ? static_cast<size_t>(steps) + 1 : 0);  // before the loop: no allocation in it
+  auto record = [&](int32_t i) {
+    if (tokens) {
+      IMP_CUDA_CHECK(cudaMemcpyAsync(chosen.data() + i, sequence.step_token.data(), sizeof(int32_t),
+                                     cudaMemcpyDeviceToDevice, stream_));
+    }
+  };
+  step(sequence, token);  // untimed: it also captures the graph when needed
+  record(0);
+  IMP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const auto start = std::chrono::steady_clock::now();
+  for (int32_t i = 0; i < steps; ++i) {
+    IMP_CUDA_CHECK(cudaGraphLaunch(sequence.graph, stream_));
+    record(i + 1);
+  }
+  IMP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  sequence.length += steps;
+  if (tokens) *tokens = chosen.download();
+  return ms;
+}
+
+}  // namespace imp::cuda

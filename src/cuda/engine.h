@@ -1,0 +1,58 @@
+// The CUDA backend behind the Engine seam: weights on the device (DeviceModel), per-sequence device state,
+// the decode step captured once per sequence as a CUDA graph and replayed for every token. Prompts run
+// token by token through the same graph (a chunked prefill path is the next step). Not thread-safe: one
+// thread drives it (the scheduler's worker).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+
+#include "cuda/device_model.h"
+#include "cuda/forward.h"
+#include "cuda/memory/kv_cache.h"
+#include "cuda/sequence_state.h"
+#include "model/checkpoint.h"
+#include "runtime/engine.h"
+
+namespace imp::cuda {
+
+class CudaEngine final : public runtime::Engine {
+ public:
+  CudaEngine(const std::filesystem::path& model_dir, const runtime::EngineOptions& options);
+  ~CudaEngine() override;
+
+  const model::ModelConfig& config() const override { return config_; }
+  std::string backend_name() const override { return "cuda"; }
+  runtime::SequenceId new_sequence() override;
+  runtime::SequenceId fork(runtime::SequenceId source) override;
+  void release(runtime::SequenceId sequence) override;
+  int64_t sequence_length(runtime::SequenceId sequence) const override;
+  std::vector<std::vector<float>> forward(std::span<const runtime::ForwardRequest> batch) override;
+
+  // Benchmarks: one untimed step on `token`, then `steps` greedy decode steps chained on the device (each
+  // feeds its argmax to the next; no host work between them). Returns their wall time in ms. With `tokens`,
+  // also the steps + 1 greedy tokens chosen (recording adds one tiny copy per step).
+  double decode_greedy_on_device(runtime::SequenceId sequence, int32_t token, int32_t steps,
+                                 std::vector<int32_t>* tokens = nullptr);
+
+  const DeviceModel& device_model() const { return *model_; }
+  int64_t context() const { return context_; }
+
+ private:
+  SequenceStateDevice& at(runtime::SequenceId id) const;
+  void step(SequenceStateDevice& sequence, int32_t token);  // enqueue one token (graph replay)
+
+  model::ModelConfig config_;
+  std::unique_ptr<DeviceModel> model_;
+  std::unique_ptr<KvCache> kv_;
+  std::unique_ptr<DecodeWorkspace> workspace_;
+  int64_t context_ = 0;
+  cudaStream_t stream_ = nullptr;
+  float* host_logits_ = nullptr;  // pinned [vocab]
+  std::map<runtime::SequenceId, std::unique_ptr<SequenceStateDevice>> sequences_;
+  runtime::SequenceId next_id_ = 1;
+};
+
+}  // namespace imp::cuda

@@ -1,0 +1,220 @@
+#include "cuda/forward.h"
+
+#include <algorithm>
+
+#include "cuda/kernels/attention_decode.h"
+#include "cuda/kernels/dense.h"
+#include "cuda/kernels/embedding.h"
+#include "cuda/kernels/gated_delta_net.h"
+#include "cuda/kernels/hyper_connection.h"
+#include "cuda/kernels/moe_decode.h"
+#include "cuda/kernels/ngram_hash.h"
+#include "cuda/kernels/ple.h"
+#include "cuda/kernels/qsa.h"
+#include "cuda/kernels/sampling.h"
+#include "cuda/kernels/shared_expert.h"
+
+namespace imp::cuda {
+namespace {
+
+size_t widest_projection(const DeviceModel& model) {
+  size_t widest = 1;
+  for (const LayerDevice& l : model.layers()) {
+    if (l.gdn) widest = std::max(widest, static_cast<size_t>(l.gdn->in_proj.rows));
+    if (l.attention) widest = std::max(widest, static_cast<size_t>(l.attention->in_proj.rows));
+    widest = std::max(widest, static_cast<size_t>(l.moe.in_proj.rows));
+  }
+  return widest;
+}
+
+void gemv(const DenseWeight& w, const float* x, float* y, cudaStream_t stream) {
+  launch_gemv_bf16(w.data, x, 1, w.rows, w.cols, y, stream);
+}
+
+// Hyper-connection read (cpu::hyper_connection_read): x [d] and, with inject, ws.low + rank [S].
+void hyper_connection_read(const model::ModelConfig& c, const HyperConnectionDevice& hc, DecodeWorkspace& ws,
+                           cudaStream_t stream) {
+  const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count);
+  const int32_t width = S * d, rank = static_cast<int32_t>(c.hc_lowrank);
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  launch_rms_norm(ws.stream.data(), hc.norm.data, 1, width, d, eps, ws.normed.data(), stream);
+  gemv(hc.down_inject, ws.normed.data(), ws.low.data(), stream);
+  launch_silu_div(ws.low.data(), rank, static_cast<float>(S), stream);
+  gemv(hc.up, ws.low.data(), ws.mix.data(), stream);
+  launch_hc_mix(ws.mix.data(), ws.normed.data(), 1, S, d, ws.x.data(), stream);
+  if (hc.has_inject) launch_hc_inject(ws.low.data() + rank, 1, S, stream);
+}
+
+void hyper_connection_write(const model::ModelConfig& c, DecodeWorkspace& ws, cudaStream_t stream) {
+  launch_hc_write(ws.y.data(), ws.low.data() + c.hc_lowrank, 1, static_cast<int32_t>(c.hc_count),
+                  static_cast<int32_t>(c.hidden_size), ws.stream.data(), stream);
+}
+
+// PLE (cpu::ple_block): adds its output to the streams.
+void ple_block(const model::ModelConfig& c, const PleDevice& p, LayerStateDevice& state, const int32_t* token,
+               DecodeWorkspace& ws, cudaStream_t stream) {
+  const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count), width = S * d;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  launch_ngram_ids_step(p.hash, token, state.ple_context.data(), 1, ws.ple_ids.data(), stream);
+  launch_ple_gather(p.table, ws.ple_ids.data(), 1, static_cast<int32_t>(c.ngram_heads()), ws.ple_emb.data(), stream);
+  gemv(p.key_value, ws.ple_emb.data(), ws.ple_key_value.data(), stream);  // keys [S*d], then the value [d]
+  float* key = ws.ple_key_value.data();
+  const float* value = key + width;
+  launch_rms_norm(key, p.norm_key.data, 1, width, d, eps, key, stream);
+  launch_rms_norm(ws.stream.data(), p.norm_query.data, 1, width, d, eps, ws.ple_query.data(), stream);
+  launch_ple_gate(key, ws.ple_query.data(), value, 1, S, d, ws.ple_gated.data(), stream);
+  launch_rms_norm(ws.ple_gated.data(), p.norm_conv.data, 1, width, d, eps, ws.ple_normed.data(), stream);
+  launch_ple_conv_step(ws.ple_gated.data(), ws.ple_normed.data(), p.conv1d.data, static_cast<int32_t>(c.ple_conv_kernel_size),
+                       static_cast<int32_t>(c.ngram_size), state.ple_conv.data(), 1, width, ws.stream.data(), stream);
+}
+
+// Gated DeltaNet decode step (cpu::gated_delta_net, token by token): ws.x -> ws.y.
+void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, LayerStateDevice& state,
+                     DecodeWorkspace& ws, cudaStream_t stream) {
+  GatedDeltaNetShape shape;
+  shape.key_heads = static_cast<int32_t>(c.linear_num_key_heads);
+  shape.value_heads = static_cast<int32_t>(c.linear_num_value_heads);
+  shape.key_dim = static_cast<int32_t>(c.linear_key_head_dim);
+  shape.value_dim = static_cast<int32_t>(c.linear_value_head_dim);
+  shape.conv_kernel = static_cast<int32_t>(c.linear_conv_kernel_dim);
+  shape.eps = static_cast<float>(c.rms_norm_eps);
+  shape.sigmoid_gate = c.output_gate_type == "sigmoid";
+  gemv(g.in_proj, ws.x.data(), ws.proj.data(), stream);  // [qkv | z | b | a]
+  float* mixed = ws.proj.data();
+  const float* z = mixed + c.gdn_conv_dim();
+  const float* b = z + c.gdn_value_dim();
+  const float* a = b + c.linear_num_value_heads;
+  launch_gdn_conv_step(shape, g.small, mixed, state.gdn_conv.data(), 1, stream);
+  launch_gdn_recurrent_step(shape, g.small, mixed, z, b, a, state.gdn_recurrent.data(), ws.core.data(), 1, stream);
+  gemv(g.out_proj, ws.core.data(), ws.y.data(), stream);
+}
+
+// Gated attention with q/k norm, partial RoPE, paged KV and (when configured) QSA: ws.x -> ws.y.
+void attention(const model::ModelConfig& c, const DeviceModel& model, const AttentionDevice& a, const KvPages& pages,
+               LayerStateDevice& state, const int32_t* position, DecodeWorkspace& ws, cudaStream_t stream) {
+  const int32_t heads = static_cast<int32_t>(c.num_attention_heads), kv_heads = static_cast<int32_t>(c.num_key_value_heads);
+  const int32_t hd = static_cast<int32_t>(c.head_dim), kv_width = kv_heads * hd, rot = static_cast<int32_t>(c.rotary_dim());
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  gemv(a.in_proj, ws.x.data(), ws.proj.data(), stream);  // [q|gate per head, k, v, indexer qk]
+  float* qg = ws.proj.data();
+  float* k = qg + static_cast<size_t>(heads) * 2 * hd;
+  float* v = k + kv_width;
+  launch_head_norm_rope(qg, 2 * hd, a.q_norm.data, 1, heads, hd, rot, position, model.inv_freq(), eps, stream);
+  launch_head_norm_rope(k, hd, a.k_norm.data, 1, kv_heads, hd, rot, position, model.inv_freq(), eps, stream);
+  launch_kv_append(pages, k, v, position, 1, kv_width, stream);
+  const int32_t* selected = nullptr;
+  const int32_t* count = nullptr;
+  if (c.has_qsa) {
+    const int32_t ih = static_cast<int32_t>(c.indexer_n_heads), id = static_cast<int32_t>(c.indexer_head_dim);
+    const int32_t ratio = static_cast<int32_t>(c.indexer_compress_ratio);
+    float* index = v + kv_width;  // [ih query heads | raw key]
+    launch_qsa_append_key(index + static_cast<size_t>(ih) * id, position, id, state.index_keys.data(), stream);
+    launch_qsa_block_key_step(state.index_keys.data(), position, ratio, id, a.index_k_norm.data, eps, rot,
+                              model.inv_freq(), state.block_keys.data(), stream);
+    launch_head_norm_rope(index, id, a.index_q_norm.data, 1, ih, id, rot, position, model.inv_freq(), eps, stream);
+    launch_qsa_select(index, ih, id, state.block_keys.data(), position, ratio, static_cast<int32_t>(c.block_topk()),
+                      ws.qsa_scores.data(), ws.qsa_selected.data(), ws.qsa_count.data(), stream);
+    selected = ws.qsa_selected.data();
+    count = ws.qsa_count.data();
+  }
+  launch_attention_decode(pages, qg, qg + hd, 2 * hd, position, selected, count, ws.max_selected, 1, heads, kv_heads, hd,
+                          ws.core.data(), stream);
+  gemv(a.o_proj, ws.core.data(), ws.y.data(), stream);
+}
+
+// Sparse MoE with the shared expert (cpu::moe_block): ws.x -> ws.y.
+void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeDevice& m, DecodeWorkspace& ws,
+               cudaStream_t stream) {
+  const int32_t experts = static_cast<int32_t>(c.num_experts), k = static_cast<int32_t>(c.num_experts_per_tok);
+  const int32_t is = static_cast<int32_t>(c.shared_expert_intermediate_size), d = static_cast<int32_t>(c.hidden_size);
+  gemv(m.in_proj, ws.x.data(), ws.proj.data(), stream);  // [router logits | shared gate | shared up | shared gate logit]
+  const float* logits = ws.proj.data();
+  const float* shared = logits + experts;
+  launch_router_topk(logits, 1, experts, k, c.norm_topk_prob, ws.top_experts.data(), ws.top_weights.data(), stream);
+  // Everything resident: slot = expert id.
+  launch_expert_gate_up(m.pool.data(), m.scales.data(), model.slot_layout(), ws.x.data(), ws.top_experts.data(), 1, k,
+                        ws.expert_act.data(), stream);
+  launch_expert_down(m.pool.data(), m.scales.data(), model.slot_layout(), ws.expert_act.data(), ws.top_experts.data(),
+                     ws.top_weights.data(), 1, k, ws.expert_partials.data(), ws.y.data(), stream);
+  launch_swiglu(shared, shared + is, 2 * is + 1, 1, is, ws.shared_act.data(), stream);
+  gemv(m.shared_down, ws.shared_act.data(), ws.shared_out.data(), stream);
+  launch_add_sigmoid_gated(ws.shared_out.data(), shared + 2 * is, 2 * is + 1, 1, d, ws.y.data(), stream);
+}
+
+}  // namespace
+
+DecodeWorkspace::DecodeWorkspace(const DeviceModel& model) {
+  const model::ModelConfig& c = model.config();
+  const size_t d = static_cast<size_t>(c.hidden_size), width = static_cast<size_t>(c.stream_width());
+  stream = DeviceBuffer<float>(width);
+  normed = DeviceBuffer<float>(width);
+  mix = DeviceBuffer<float>(width);
+  low = DeviceBuffer<float>(static_cast<size_t>(c.hc_lowrank + c.hc_count));
+  x = DeviceBuffer<float>(d);
+  y = DeviceBuffer<float>(d);
+  proj = DeviceBuffer<float>(widest_projection(model));
+  core = DeviceBuffer<float>(static_cast<size_t>(std::max(c.gdn_value_dim(), c.num_attention_heads * c.head_dim)));
+  max_selected = static_cast<int32_t>(c.has_qsa ? c.block_topk() * c.indexer_compress_ratio + c.indexer_compress_ratio - 1 : 1);
+  // Scores for every block of the longest context.
+  const size_t max_blocks = c.has_qsa ? static_cast<size_t>(c.max_position_embeddings / c.indexer_compress_ratio + 1) : 1;
+  qsa_scores = DeviceBuffer<float>(max_blocks);
+  qsa_selected = DeviceBuffer<int32_t>(static_cast<size_t>(max_selected));
+  qsa_count = DeviceBuffer<int32_t>(1);
+  const size_t k = static_cast<size_t>(c.num_experts_per_tok);
+  top_experts = DeviceBuffer<int32_t>(k);
+  top_weights = DeviceBuffer<float>(k);
+  expert_act = DeviceBuffer<uint16_t>(k * static_cast<size_t>(model.slot_layout().padded_intermediate));
+  expert_partials = DeviceBuffer<float>(k * d);
+  shared_act = DeviceBuffer<float>(static_cast<size_t>(c.shared_expert_intermediate_size));
+  shared_out = DeviceBuffer<float>(d);
+  const bool ple = !c.ple_layer_ids.empty();
+  ple_ids = DeviceBuffer<int64_t>(ple ? static_cast<size_t>(c.ngram_heads()) : 1);
+  ple_emb = DeviceBuffer<float>(ple ? static_cast<size_t>(c.ple_embed_dim) : 1);
+  ple_key_value = DeviceBuffer<float>(width + d);
+  ple_query = DeviceBuffer<float>(width);
+  ple_gated = DeviceBuffer<float>(width);
+  ple_normed = DeviceBuffer<float>(width);
+  logits = DeviceBuffer<float>(static_cast<size_t>(c.vocab_size));
+}
+
+void enqueue_decode_step(const DeviceModel& model, const KvCache& kv, SequenceStateDevice& sequence,
+                         DecodeWorkspace& ws, cudaStream_t stream) {
+  const model::ModelConfig& c = model.config();
+  const int32_t* token = sequence.step_token.data();
+  const int32_t* position = sequence.step_position.data();
+
+  // Embedding (unscaled) into every stream.
+  launch_embed_streams(model.embed_tokens().data, token, 1, static_cast<int32_t>(c.hidden_size),
+                       static_cast<int32_t>(c.hc_count), ws.stream.data(), stream);
+
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    const LayerDevice& ld = model.layers()[static_cast<size_t>(layer)];
+    LayerStateDevice& state = sequence.layers[static_cast<size_t>(layer)];
+
+    // PLE adds hashed n-gram features to the stream before the mixer block.
+    if (ld.ple) ple_block(c, *ld.ple, state, token, ws, stream);
+
+    // Token mixer: Gated DeltaNet or gated attention, read from and written back to the streams.
+    hyper_connection_read(c, ld.attn_hc, ws, stream);
+    if (ld.gdn) {
+      gated_delta_net(c, *ld.gdn, state, ws, stream);
+    } else {
+      const KvPages pages = kv.pages(state.attention_index, sequence.page_table.data(), sequence.max_pages);
+      attention(c, model, *ld.attention, pages, state, position, ws, stream);
+    }
+    hyper_connection_write(c, ws, stream);
+
+    // Channel mixer: sparse MoE with the shared expert.
+    hyper_connection_read(c, ld.mlp_hc, ws, stream);
+    moe_block(c, model, ld.moe, ws, stream);
+    hyper_connection_write(c, ws, stream);
+  }
+
+  // Final mixer read (no norm after it), the LM head, the greedy token fed back, the position advanced.
+  hyper_connection_read(c, model.mixer(), ws, stream);
+  gemv(model.lm_head(), ws.x.data(), ws.logits.data(), stream);
+  launch_argmax(ws.logits.data(), 1, static_cast<int32_t>(c.vocab_size), sequence.step_token.data(), stream);
+  launch_advance_positions(sequence.step_position.data(), 1, stream);
+}
+
+}  // namespace imp::cuda

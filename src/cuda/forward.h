@@ -1,0 +1,45 @@
+// The CUDA model's decode step: one token of one sequence through all layers, mirroring cpu/forward.cpp
+// step by step, as a sequence of kernel launches on one stream with no host synchronisation, so it can be
+// captured once as a CUDA graph and replayed. Inputs are read from the sequence's step_token and
+// step_position on the device; the logits land in the workspace, the greedy token back in step_token and
+// the position advances, so steps can also be chained on the device alone (benchmarks).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "cuda/device_model.h"
+#include "cuda/memory/kv_cache.h"
+#include "cuda/sequence_state.h"
+
+namespace imp::cuda {
+
+// Scratch for one decode step (shared by all sequences: steps run one after another on one stream).
+struct DecodeWorkspace {
+  explicit DecodeWorkspace(const DeviceModel& model);
+
+  DeviceBuffer<float> stream;     // [S*d] the hyper-connection streams
+  DeviceBuffer<float> normed;     // [S*d]
+  DeviceBuffer<float> mix;        // [S*d]
+  DeviceBuffer<float> low;        // [rank + S]: low-rank mix, then the inject weights
+  DeviceBuffer<float> x, y;       // [d]
+  DeviceBuffer<float> proj;       // the widest stacked input projection's output
+  DeviceBuffer<float> core;       // [max(value_dim, heads * hd)]
+  DeviceBuffer<float> qsa_scores;
+  DeviceBuffer<int32_t> qsa_selected, qsa_count;
+  DeviceBuffer<int32_t> top_experts;
+  DeviceBuffer<float> top_weights;
+  DeviceBuffer<uint16_t> expert_act;  // [k, padded I]
+  DeviceBuffer<float> expert_partials;  // [k, H]
+  DeviceBuffer<float> shared_act;   // [I_shared]
+  DeviceBuffer<float> shared_out;   // [d]
+  DeviceBuffer<int64_t> ple_ids;    // [ngram heads]
+  DeviceBuffer<float> ple_emb, ple_key_value, ple_query, ple_gated, ple_normed;
+  DeviceBuffer<float> logits;       // [vocab]
+  int32_t max_selected = 0;
+};
+
+// Enqueues one decode step of `sequence` on `stream` (graph-capturable).
+void enqueue_decode_step(const DeviceModel& model, const KvCache& kv, SequenceStateDevice& sequence,
+                         DecodeWorkspace& ws, cudaStream_t stream);
+
+}  // namespace imp::cuda
