@@ -137,6 +137,7 @@ void parse_common(const Fields& f, GenerationParams& out) {
       if (text.empty()) bad_request("stop", "'stop' strings must not be empty");
     }
   }
+  out.ignore_eos = f.boolean("ignore_eos").value_or(false);
   out.forced_output = f.string("imp_forced_output");
   if (const Json* format = f.object("response_format")) {
     const auto type = Fields(*format, "response_format.").string("type");
@@ -223,6 +224,8 @@ Json normalize_messages(const Json* messages) {
     } else if (assistant && copy["content"].is_null()) {
       bad_request(at + ".content", "'{}' needs 'content' or 'tool_calls'", at);
     }
+    // A tool-calling assistant turn without text: templates expect a string (vLLM renders it as "").
+    if (copy["content"].is_null()) copy["content"] = "";
     f.string("tool_call_id");
     f.string("name");
     out.push_back(std::move(copy));
@@ -292,6 +295,8 @@ Json parse_json_object(std::string_view body) {
       bad_request("", "the request body is not valid UTF-8 (byte {})", error.byte);
     }
     bad_request("", "the request body is not valid JSON: {}", what);
+  } catch (const Json::exception& error) {  // e.g. a number too large for a double
+    bad_request("", "the request body is not valid JSON: {}", error.what());
   }
   if (!json.is_object()) bad_request("", "the request body must be a JSON object, got {}", type_name(json));
   return json;

@@ -24,6 +24,7 @@ struct GenerationParams {
   runtime::SamplingOptions sampling;
   bool has_seed = false;
   std::vector<std::string> stop;       // stop strings, at most 4, never in the output
+  bool ignore_eos = false;             // vLLM's extension: generate max_tokens whatever the model says
   // Test-only (servers started with --test-forced-output): generate exactly this text's tokens instead of
   // sampling, through the same engine, detokenizer and parser path. Request field "imp_forced_output".
   std::optional<std::string> forced_output;

@@ -222,7 +222,7 @@ void App::generate(const httplib::Request& req, httplib::Response& res, bool cha
     job_request.prompt = prompt.tokens;
     job_request.max_tokens = prompt.max_tokens;
     job_request.sampling = params.sampling;
-    job_request.stop_tokens = model_->stop_tokens;
+    if (!params.ignore_eos) job_request.stop_tokens = model_->stop_tokens;
     job_request.top_logprobs = top_logprobs;
     if (!params.has_seed) job_request.sampling.seed = random_u64();
     job_request.deadline = record->start + std::chrono::duration_cast<Clock::duration>(
@@ -253,11 +253,20 @@ void App::generate(const httplib::Request& req, httplib::Response& res, bool cha
     // From here the status is 200; a client that goes away is noticed by failed writes (heartbeats too).
     const bool streaming = writer->streaming();
     auto provider = [run, writer, streaming](size_t, httplib::DataSink& sink) {
-      auto write = [&](const std::string& bytes) { return bytes.empty() || sink.write(bytes.data(), bytes.size()); };
+      auto last_write = Clock::now();
+      auto write = [&](const std::string& bytes) {
+        if (bytes.empty()) return true;
+        last_write = Clock::now();
+        return sink.write(bytes.data(), bytes.size());
+      };
       // Heartbeats: an SSE comment when streaming; leading whitespace (valid JSON) otherwise.
-      const bool ok = run->run([&](const Piece& piece) { return write(writer->piece(piece)); },
-                               [&] { return write(streaming ? ": keep-alive\n\n" : " "); }, kHeartbeat) &&
-                      write(writer->finish(run->outcome()));
+      auto heartbeat = [&] { return write(streaming ? ": keep-alive\n\n" : " "); };
+      auto emit = [&](const Piece& piece) {
+        const std::string bytes = writer->piece(piece);
+        if (bytes.empty() && Clock::now() - last_write >= kHeartbeat) return heartbeat();
+        return write(bytes);
+      };
+      const bool ok = run->run(emit, heartbeat, kHeartbeat) && write(writer->finish(run->outcome()));
       if (ok) sink.done();
       return ok;
     };
@@ -267,7 +276,10 @@ void App::generate(const httplib::Request& req, httplib::Response& res, bool cha
       end(*record, status, outcome.prompt_tokens, outcome.completion_tokens, outcome.ttft_s);
     };
     res.status = 200;
-    res.set_chunked_content_provider(streaming ? "text/event-stream" : "application/json", provider, releaser);
+    // "; charset=utf-8" keeps httplib from gzip-compressing the body: its compressor buffers, which would
+    // hold back the heartbeats that detect a vanished client.
+    res.set_chunked_content_provider(streaming ? "text/event-stream" : "application/json; charset=utf-8", provider,
+                                     releaser);
   } catch (const ApiError& error) {
     answer_error(res, error);
     end(*record, error.status);
