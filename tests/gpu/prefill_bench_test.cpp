@@ -9,6 +9,8 @@
 #include <random>
 #include <vector>
 
+#include "cuda/kernels/attention_prefill.h"
+#include "cuda/kernels/gated_delta_net_prefill.h"
 #include "cuda/kernels/gemm_bf16.h"
 #include "cuda/kernels/moe_prefill.h"
 #include "cuda/memory/device_buffer.h"
@@ -87,6 +89,49 @@ TEST(PrefillBench, DISABLED_MoeNvfp4) {
   });
   std::printf("moe_prefill nvfp4 T=%d k=%d H=%d I=%d slots=%d: %.3f ms, %.1f TFLOP/s (workspace %.0f MB)\n", T, k, H, I,
               slots, ms, 2.0 * T * k * 3 * H * I / ms / 1e9, bytes / 1e6);
+}
+
+TEST(PrefillBench, DISABLED_GatedDeltaNet) {
+  const int T = 4096;
+  const GatedDeltaNetShape shape{16, 48, 128, 128, 4, 1e-6f, true};
+  const int conv = shape.conv_channels(), vdim = 48 * 128;
+  DeviceBuffer<float> mixed(random_floats(static_cast<size_t>(T) * conv)), z(random_floats(static_cast<size_t>(T) * vdim)),
+      b(random_floats(static_cast<size_t>(T) * 48)), a(random_floats(static_cast<size_t>(T) * 48)),
+      conv_out(static_cast<size_t>(T) * conv), out(static_cast<size_t>(T) * vdim), state(static_cast<size_t>(3) * conv),
+      rec(random_floats(static_cast<size_t>(48) * 128 * 128, 0.1f));
+  Bf16Weight conv_w({conv, 4}, 0.4f), a_log({48}, 0.5f), dt_bias({48}, 0.3f), norm({128}, 0.1f, 1.0f);
+  const GatedDeltaNetWeightsDevice w{conv_w.device.data(), a_log.device.data(), dt_bias.device.data(), norm.device.data()};
+  const size_t bytes = gdn_prefill_workspace_bytes(shape, T);
+  DeviceBuffer<uint8_t> ws(bytes);
+  const double conv_ms = median_ms([&] { launch_gdn_conv_prefill(shape, w, mixed.data(), state.data(), T, conv_out.data(), nullptr); });
+  const double ms = median_ms([&] {
+    launch_gdn_chunked_prefill(shape, w, conv_out.data(), z.data(), b.data(), a.data(), rec.data(), T, ws.data(), bytes,
+                               out.data(), nullptr);
+  });
+  std::printf("gdn prefill T=%d: conv %.3f ms, chunked + norm %.3f ms (workspace %.0f MB)\n", T, conv_ms, ms, bytes / 1e6);
+}
+
+TEST(PrefillBench, DISABLED_AttentionCausal) {
+  const int T = 4096, heads = 24, kv_heads = 2, hd = 256, page = 16, pages = T / page;
+  std::vector<int32_t> table(pages), positions(T);
+  for (int i = 0; i < pages; ++i) table[static_cast<size_t>(i)] = i;
+  for (int i = 0; i < T; ++i) positions[static_cast<size_t>(i)] = i;
+  DeviceBuffer<int32_t> d_table(table), d_pos(positions);
+  DeviceBuffer<uint16_t> keys(static_cast<size_t>(T) * kv_heads * hd), values(keys.size());
+  IMP_CUDA_CHECK(cudaMemset(keys.data(), 0x3c, keys.size() * 2));
+  IMP_CUDA_CHECK(cudaMemset(values.data(), 0x3c, values.size() * 2));
+  DeviceBuffer<float> qg(random_floats(static_cast<size_t>(T) * heads * hd * 2)), out(static_cast<size_t>(T) * heads * hd);
+  KvPages kv;
+  kv.keys = keys.data();
+  kv.values = values.data();
+  kv.page_table = d_table.data();
+  kv.page_size = page;
+  kv.bf16 = true;
+  const double ms = median_ms([&] {
+    launch_attention_prefill(kv, qg.data(), qg.data() + hd, 2 * hd, d_pos.data(), T, heads, kv_heads, hd, out.data(), nullptr);
+  });
+  const double flops = 4.0 * heads * hd * (static_cast<double>(T) * (T + 1) / 2);
+  std::printf("attention prefill T=%d causal: %.3f ms, %.1f TFLOP/s (useful)\n", T, ms, flops / ms / 1e9);
 }
 
 }  // namespace
