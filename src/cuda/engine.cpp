@@ -4,6 +4,8 @@
 #include <chrono>
 
 #include "core/error.h"
+#include "cuda/kernels/bandwidth.h"
+#include "cuda/kernels/random_fill.h"
 #include "core/log.h"
 #include "model/weights.h"
 
@@ -163,6 +165,55 @@ std::vector<std::vector<float>> CudaEngine::forward(std::span<const runtime::For
     out.push_back(std::move(logits));
   }
   return out;
+}
+
+std::string CudaEngine::device_name() const {
+  cudaDeviceProp props{};
+  int device = 0;
+  IMP_CUDA_CHECK(cudaGetDevice(&device));
+  IMP_CUDA_CHECK(cudaGetDeviceProperties(&props, device));
+  return fmt::format("{} ({} SMs, {:.1f} GiB)", props.name, props.multiProcessorCount,
+                     static_cast<double>(props.totalGlobalMem) / kGiB);
+}
+
+double CudaEngine::measure_read_bandwidth() {
+  size_t free_bytes = 0, total_bytes = 0;
+  IMP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const size_t bytes = std::min<size_t>(4ull << 30, free_bytes / 4) / 16 * 16;  // far beyond the 60 MiB L2
+  DeviceBuffer<uint8_t> buffer(bytes);
+  DeviceBuffer<uint32_t> sums(static_cast<size_t>(launch_read_sweep_blocks()));
+  launch_fill_random_bytes(buffer.data(), bytes, 7, 0, 255, stream_);
+  cudaEvent_t begin, end;
+  IMP_CUDA_CHECK(cudaEventCreate(&begin));
+  IMP_CUDA_CHECK(cudaEventCreate(&end));
+  std::vector<double> rates;
+  for (int run = 0; run < 10; ++run) {
+    IMP_CUDA_CHECK(cudaEventRecord(begin, stream_));
+    launch_read_sweep(buffer.data(), bytes, sums.data(), stream_);
+    IMP_CUDA_CHECK(cudaEventRecord(end, stream_));
+    IMP_CUDA_CHECK(cudaEventSynchronize(end));
+    float ms = 0.0f;
+    IMP_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
+    if (run > 0) rates.push_back(static_cast<double>(bytes) / (ms * 1e-3));  // run 0 warms up
+  }
+  cudaEventDestroy(begin);
+  cudaEventDestroy(end);
+  std::sort(rates.begin(), rates.end());
+  return rates[rates.size() / 2];
+}
+
+void CudaEngine::fill_context(runtime::SequenceId id, int64_t tokens) {
+  SequenceStateDevice& sequence = at(id);
+  sequence.reserve(tokens, stream_);
+  // Small positive values (every byte in [0, 0x3e]) in the KV pages and index keys: no NaN, no overflow.
+  kv_->fill_random(3, stream_);
+  for (LayerStateDevice& layer : sequence.layers) {
+    for (DeviceBuffer<float>* keys : {&layer.index_keys, &layer.block_keys}) {
+      if (keys->size()) launch_fill_random_bytes(reinterpret_cast<uint8_t*>(keys->data()), keys->size() * 4, 5, 0, 0x3e, stream_);
+    }
+  }
+  IMP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  sequence.length = tokens;
 }
 
 double CudaEngine::decode_greedy_on_device(runtime::SequenceId id, int32_t token, int32_t steps,

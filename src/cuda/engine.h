@@ -18,7 +18,7 @@
 
 namespace imp::cuda {
 
-class CudaEngine final : public runtime::Engine {
+class CudaEngine final : public runtime::Engine, public runtime::DeviceBenchmark {
  public:
   CudaEngine(const std::filesystem::path& model_dir, const runtime::EngineOptions& options);
   ~CudaEngine() override;
@@ -31,11 +31,16 @@ class CudaEngine final : public runtime::Engine {
   int64_t sequence_length(runtime::SequenceId sequence) const override;
   std::vector<std::vector<float>> forward(std::span<const runtime::ForwardRequest> batch) override;
 
-  // Benchmarks: one untimed step on `token`, then `steps` greedy decode steps chained on the device (each
-  // feeds its argmax to the next; no host work between them). Returns their wall time in ms. With `tokens`,
-  // also the steps + 1 greedy tokens chosen (recording adds one tiny copy per step).
+  runtime::DeviceBenchmark* device_benchmark() override { return this; }
+
+  // Benchmarks (runtime::DeviceBenchmark). decode_greedy_on_device: with `tokens`, also the steps + 1 greedy
+  // tokens chosen (recording adds one tiny copy per step).
+  std::string device_name() const override;
+  uint64_t decode_bytes_per_token() const override { return model_->decode_bytes_per_token(); }
+  double measure_read_bandwidth() override;
+  void fill_context(runtime::SequenceId sequence, int64_t tokens) override;
   double decode_greedy_on_device(runtime::SequenceId sequence, int32_t token, int32_t steps,
-                                 std::vector<int32_t>* tokens = nullptr);
+                                 std::vector<int32_t>* tokens = nullptr) override;
 
   const DeviceModel& device_model() const { return *model_; }
   int64_t context() const { return context_; }

@@ -21,6 +21,24 @@ struct ForwardRequest {
   bool all_logits = false;  // true: one row per token; false: the last token's row only
 };
 
+// What `imp bench` needs beyond the seam from a GPU backend: device-chained decode, the bytes a decode
+// token reads (for the roofline) and the measured read bandwidth.
+class DeviceBenchmark {
+ public:
+  virtual ~DeviceBenchmark() = default;
+  virtual std::string device_name() const = 0;
+  // Bytes of weights one decode token reads (dense + top-k experts + PLE rows).
+  virtual uint64_t decode_bytes_per_token() const = 0;
+  // Measured device-memory read bandwidth in bytes/s (a streaming read of a large buffer, median of runs).
+  virtual double measure_read_bandwidth() = 0;
+  // Sets the sequence to `tokens` tokens of random cache contents without running the model: a decode step's
+  // cost depends on the context length, not on the values (benchmarks only).
+  virtual void fill_context(SequenceId sequence, int64_t tokens) = 0;
+  // One untimed step on `token`, then `steps` greedy steps chained on the device; their wall time in ms.
+  virtual double decode_greedy_on_device(SequenceId sequence, int32_t token, int32_t steps,
+                                         std::vector<int32_t>* tokens = nullptr) = 0;
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -36,6 +54,9 @@ class Engine {
 
   // Appends each request's tokens to its sequence; returns its logits rows (row-major, vocab_size wide).
   virtual std::vector<std::vector<float>> forward(std::span<const ForwardRequest> batch) = 0;
+
+  // GPU backends: benchmark hooks (nullptr on the CPU reference).
+  virtual DeviceBenchmark* device_benchmark() { return nullptr; }
 };
 
 struct EngineOptions {

@@ -19,6 +19,7 @@
 #include "runtime/stop_tokens.h"
 #include "text/tokenizer.h"
 #include "tools/commands.h"
+#include "tools/engine_options.h"
 #include "tools/sampling_options.h"
 #include "tools/token_list.h"
 
@@ -27,7 +28,7 @@ namespace {
 
 struct GenerateOptions {
   std::string model_dir;
-  std::string backend = "cpu";
+  runtime::EngineOptions engine;
   std::string prompt_tokens;
   std::string prompt_text;
   int64_t max_tokens = 16;
@@ -76,7 +77,7 @@ int run_generate(const GenerateOptions& options) {
   }
 
   const auto load_start = std::chrono::steady_clock::now();
-  auto engine = runtime::load_engine(options.model_dir, {.backend = options.backend});
+  auto engine = runtime::load_engine(options.model_dir, options.engine);
   const double load_s = seconds_since(load_start);
   const model::ModelConfig& config = engine->config();
   const int64_t vocab = config.vocab_size;
@@ -153,7 +154,7 @@ void add_generate(CLI::App& app, std::function<int()>& run) {
   auto options = std::make_shared<GenerateOptions>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate tokens from a prompt of token ids");
   cmd->add_option("--model", options->model_dir, "Model folder (config.json + safetensors)")->required();
-  cmd->add_option("--backend", options->backend, "cpu or cuda")->capture_default_str();
+  add_engine_options(*cmd, options->engine);
   auto* tokens_opt = cmd->add_option("--prompt-tokens", options->prompt_tokens, "Prompt token ids, comma-separated");
   auto* text_opt = cmd->add_option("--prompt", options->prompt_text, "Prompt text (needs the model's tokenizer.json)");
   tokens_opt->excludes(text_opt);

@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(kPrepThreads)
                       float* __restrict__ ws) {
   extern __shared__ __align__(16) float sm[];
   const int dk = shape.key_dim, dv = shape.value_dim, hv = shape.value_heads;
-  const int ks = dk + 1, xs = dv + dk;  // padded strides
+  const int ks = dk + 1, xs = dv + dk + 1;  // padded strides (conflict-free column reads)
   float* Ks = sm;                       // [64][dk+1]
   float* Qs = Ks + kC * ks;             // [64][dk+1]
   float* X = Qs + kC * ks;              // [64][dv+dk]: beta V | beta e^gamma K, solved in place into U | W
@@ -134,8 +134,9 @@ __global__ void __launch_bounds__(kPrepThreads)
     }
   }
   __syncthreads();  // gam, beta, Qs, Ks ready
-  for (int e = tid; e < kC * xs; e += kPrepThreads) {
-    const int i = e / xs, col = e % xs;
+  const int xcols = dv + dk;
+  for (int e = tid; e < kC * xcols; e += kPrepThreads) {
+    const int i = e / xcols, col = e % xcols;
     float v;
     if (col < dv) {
       v = i < n ? beta[i] * conv_out[static_cast<size_t>(c0 + i) * channels + 2 * key_total + h * dv + col] : 0.0f;
@@ -144,29 +145,50 @@ __global__ void __launch_bounds__(kPrepThreads)
     }
     X[i * xs + col] = v;
   }
-  // Akk (strictly lower) and AqkT (lower with the diagonal), straight to the workspace.
+  // Akk (strictly lower) and AqkT (lower with the diagonal), straight to the workspace. Warp w: rows
+  // w + 16p and w + 16p + 8; lane: keys lane and lane + 32 (eight independent dot products).
   float* aqkT = rec + lay.aqk();
-  for (int e = tid; e < kC * kC; e += kPrepThreads) {
-    const int i = e / kC, j = e % kC;
-    float dkk = 0.0f, dqk = 0.0f;
-    if (j <= i) {
-      for (int d = 0; d < dk; ++d) {
-        const float kj = Ks[j * ks + d];
-        dkk += Ks[i * ks + d] * kj;
-        dqk += Qs[i * ks + d] * kj;
+  for (int p = 0; p < kC / 16; ++p) {
+    const int i0 = warp + 16 * p, i1 = i0 + 8, j0 = lane, j1 = lane + 32;
+    float kk[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}, qk[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+    for (int d = 0; d < dk; ++d) {
+      const float kj0 = Ks[j0 * ks + d], kj1 = Ks[j1 * ks + d];
+      const float ki0 = Ks[i0 * ks + d], ki1 = Ks[i1 * ks + d], qi0 = Qs[i0 * ks + d], qi1 = Qs[i1 * ks + d];
+      kk[0][0] += ki0 * kj0;
+      kk[0][1] += ki0 * kj1;
+      kk[1][0] += ki1 * kj0;
+      kk[1][1] += ki1 * kj1;
+      qk[0][0] += qi0 * kj0;
+      qk[0][1] += qi0 * kj1;
+      qk[1][0] += qi1 * kj0;
+      qk[1][1] += qi1 * kj1;
+    }
+#pragma unroll
+    for (int a = 0; a < 2; ++a) {
+#pragma unroll
+      for (int bb = 0; bb < 2; ++bb) {
+        const int i = a ? i1 : i0, j = bb ? j1 : j0;
+        const float decay = j <= i ? expf(gam[i] - gam[j]) : 0.0f;
+        Akk[i * 65 + j] = j < i ? beta[i] * kk[a][bb] * decay : 0.0f;
+        aqkT[j * kC + i] = j <= i ? qk[a][bb] * decay : 0.0f;
       }
     }
-    const float decay = j <= i ? expf(gam[i] - gam[j]) : 0.0f;
-    Akk[i * 65 + j] = j < i ? beta[i] * dkk * decay : 0.0f;
-    aqkT[j * kC + i] = j <= i ? dqk * decay : 0.0f;
   }
   __syncthreads();
   // Forward substitution, one column per thread: X[i] -= sum_{j<i} Akk[i][j] X[j].
-  for (int col = tid; col < xs; col += kPrepThreads) {
+  // Four partial sums per row for instruction-level parallelism.
+  for (int col = tid; col < xcols; col += kPrepThreads) {
     for (int i = 1; i < kC; ++i) {
-      float v = X[i * xs + col];
-      for (int j = 0; j < i; ++j) v -= Akk[i * 65 + j] * X[j * xs + col];
-      X[i * xs + col] = v;
+      float p0 = 0.0f, p1 = 0.0f, p2 = 0.0f, p3 = 0.0f;
+      int j = 0;
+      for (; j + 4 <= i; j += 4) {
+        p0 += Akk[i * 65 + j] * X[j * xs + col];
+        p1 += Akk[i * 65 + j + 1] * X[(j + 1) * xs + col];
+        p2 += Akk[i * 65 + j + 2] * X[(j + 2) * xs + col];
+        p3 += Akk[i * 65 + j + 3] * X[(j + 3) * xs + col];
+      }
+      for (; j < i; ++j) p0 += Akk[i * 65 + j] * X[j * xs + col];
+      X[i * xs + col] -= (p0 + p1) + (p2 + p3);
     }
   }
   __syncthreads();
@@ -185,7 +207,7 @@ __global__ void __launch_bounds__(kPrepThreads)
 }
 
 size_t prep_smem_bytes(int dk, int dv) {
-  return (2 * static_cast<size_t>(kC) * (dk + 1) + static_cast<size_t>(kC) * (dv + dk) + kC * 65 + 2 * kC) * sizeof(float);
+  return (2 * static_cast<size_t>(kC) * (dk + 1) + static_cast<size_t>(kC) * (dv + dk + 1) + kC * 65 + 2 * kC) * sizeof(float);
 }
 
 // ---- sequential pass over chunks, per (head, column slice of the state) --------------------------------
@@ -232,57 +254,69 @@ __global__ void __launch_bounds__(16 * CB / 2)
     cp_async_wait<0>();
     __syncthreads();
 
-    // V' = U - W S: rows tr + 16m, columns 2tc, 2tc+1.
+    // V' = U - W S: rows tr + 16m, columns 2tc, 2tc+1 (r outer: eight independent accumulators).
+    constexpr int kM = kC / 16;
+    float acc[kM][2];
 #pragma unroll
-    for (int m = 0; m < kC / 16; ++m) {
-      const int i = tr + 16 * m;
-      float v0 = Ub[i * CB + 2 * tc], v1 = Ub[i * CB + 2 * tc + 1];
-      for (int r = 0; r < dk; ++r) {
-        const float wv = WT[r * kC + i];
-        const float2 s = *reinterpret_cast<const float2*>(S + r * CB + 2 * tc);
-        v0 -= wv * s.x;
-        v1 -= wv * s.y;
-      }
-      *reinterpret_cast<float2*>(Vn + i * CB + 2 * tc) = make_float2(v0, v1);
+    for (int m = 0; m < kM; ++m) {
+      acc[m][0] = Ub[(tr + 16 * m) * CB + 2 * tc];
+      acc[m][1] = Ub[(tr + 16 * m) * CB + 2 * tc + 1];
     }
-    __syncthreads();
-    // O = (Q e^gamma) S + AqkT^T V'.
+    for (int r = 0; r < dk; ++r) {
+      const float2 sv = *reinterpret_cast<const float2*>(S + r * CB + 2 * tc);
 #pragma unroll
-    for (int m = 0; m < kC / 16; ++m) {
-      const int i = tr + 16 * m;
-      float o0 = 0.0f, o1 = 0.0f;
-      for (int r = 0; r < dk; ++r) {
-        const float qv = QT[r * kC + i];
-        const float2 s = *reinterpret_cast<const float2*>(S + r * CB + 2 * tc);
-        o0 += qv * s.x;
-        o1 += qv * s.y;
+      for (int m = 0; m < kM; ++m) {
+        const float wv = WT[r * kC + tr + 16 * m];
+        acc[m][0] -= wv * sv.x;
+        acc[m][1] -= wv * sv.y;
       }
-      for (int j = 0; j <= i; ++j) {
-        const float av = AqkT[j * kC + i];
-        const float2 v = *reinterpret_cast<const float2*>(Vn + j * CB + 2 * tc);
-        o0 += av * v.x;
-        o1 += av * v.y;
+    }
+#pragma unroll
+    for (int m = 0; m < kM; ++m) *reinterpret_cast<float2*>(Vn + (tr + 16 * m) * CB + 2 * tc) = make_float2(acc[m][0], acc[m][1]);
+    __syncthreads();
+    // O = (Q e^gamma) S + AqkT^T V' (AqkT is zero above the diagonal).
+#pragma unroll
+    for (int m = 0; m < kM; ++m) acc[m][0] = acc[m][1] = 0.0f;
+    for (int r = 0; r < dk; ++r) {
+      const float2 sv = *reinterpret_cast<const float2*>(S + r * CB + 2 * tc);
+#pragma unroll
+      for (int m = 0; m < kM; ++m) {
+        const float qv = QT[r * kC + tr + 16 * m];
+        acc[m][0] += qv * sv.x;
+        acc[m][1] += qv * sv.y;
       }
-      const int t = chunk * kC + i;
+    }
+    for (int j = 0; j < kC; ++j) {
+      const float2 v = *reinterpret_cast<const float2*>(Vn + j * CB + 2 * tc);
+#pragma unroll
+      for (int m = 0; m < kM; ++m) {
+        const float av = AqkT[j * kC + tr + 16 * m];
+        acc[m][0] += av * v.x;
+        acc[m][1] += av * v.y;
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < kM; ++m) {
+      const int t = chunk * kC + tr + 16 * m;
       if (t < tokens) {
-        *reinterpret_cast<float2*>(out + (static_cast<size_t>(t) * hv + h) * dv + col0 + 2 * tc) = make_float2(o0, o1);
+        *reinterpret_cast<float2*>(out + (static_cast<size_t>(t) * hv + h) * dv + col0 + 2 * tc) = make_float2(acc[m][0], acc[m][1]);
       }
     }
     // S <- e^gamma_C S + Kp^T V' (new values in registers until everyone has read the old S).
     float s_new[kMaxDim / 16][2];
 #pragma unroll
     for (int m = 0; m < kMaxDim / 16; ++m) {
-      const int r = tr + 16 * m;
-      if (r < dk) {
-        float s0 = gC * S[r * CB + 2 * tc], s1 = gC * S[r * CB + 2 * tc + 1];
-        for (int i = 0; i < kC; ++i) {
-          const float kv = Kp[i * dk + r];
-          const float2 v = *reinterpret_cast<const float2*>(Vn + i * CB + 2 * tc);
-          s0 += kv * v.x;
-          s1 += kv * v.y;
-        }
-        s_new[m][0] = s0;
-        s_new[m][1] = s1;
+      const int r = min(tr + 16 * m, dk - 1);  // rows >= dk are computed on a duplicate and never stored
+      s_new[m][0] = gC * S[r * CB + 2 * tc];
+      s_new[m][1] = gC * S[r * CB + 2 * tc + 1];
+    }
+    for (int i = 0; i < kC; ++i) {
+      const float2 v = *reinterpret_cast<const float2*>(Vn + i * CB + 2 * tc);
+#pragma unroll
+      for (int m = 0; m < kMaxDim / 16; ++m) {
+        const float kv = Kp[i * dk + min(tr + 16 * m, dk - 1)];
+        s_new[m][0] += kv * v.x;
+        s_new[m][1] += kv * v.y;
       }
     }
     __syncthreads();

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "cuda/kernels/random_fill.h"
 
 namespace imp::cuda {
 
@@ -38,6 +39,14 @@ void KvCache::copy_pages(const std::vector<int32_t>& from, const std::vector<int
                                        pool->data() + static_cast<size_t>(from[i]) * page_elements,
                                        page_elements * sizeof(uint16_t), cudaMemcpyDeviceToDevice, stream));
       }
+    }
+  }
+}
+
+void KvCache::fill_random(uint64_t seed, cudaStream_t stream) {
+  for (size_t layer = 0; layer < keys_.size(); ++layer) {
+    for (auto* pool : {&keys_[layer], &values_[layer]}) {
+      launch_fill_random_bytes(reinterpret_cast<uint8_t*>(pool->data()), pool->size() * 2, seed++, 0, 0x3e, stream);
     }
   }
 }

@@ -31,6 +31,9 @@ class KvCache {
   // Copies the contents of pages from[i] to to[i] in every layer (for forked sequences).
   void copy_pages(const std::vector<int32_t>& from, const std::vector<int32_t>& to, cudaStream_t stream);
 
+  // Benchmarks: every page of every layer filled with small positive random bf16 values.
+  void fill_random(uint64_t seed, cudaStream_t stream);
+
   // The page description for attention layer `layer` and a device page table of `max_pages` entries.
   KvPages pages(int32_t layer, const int32_t* page_table, int32_t max_pages) const;
 
