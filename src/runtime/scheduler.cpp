@@ -237,18 +237,26 @@ bool Scheduler::step() {
 }
 
 void Scheduler::work() {
+  bool trimmed = true;
   while (true) {
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !running_.empty(); });
+      auto busy = [&] { return stopping_ || !queue_.empty() || !running_.empty(); };
+      if (!trimmed && !wake_.wait_for(lock, std::chrono::seconds(1), busy)) {
+        // Idle for a second (the request threads have freed their buffers too): hand freed memory back to
+        // the OS, so the footprint returns to its baseline after a burst.
+        malloc_trim(0);
+        trimmed = true;
+      }
+      wake_.wait(lock, busy);
       if (stopping_ && queue_.empty() && running_.empty()) return;
       admit(Clock::now());
     }
+    trimmed = false;
     step();
     std::unique_lock lock(mutex_);
     if (queue_.empty() && running_.empty()) {
       lock.unlock();
-      malloc_trim(0);  // hand freed sequence state back to the OS, so memory returns to its baseline
       idle_.notify_all();
     }
   }

@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -86,6 +88,9 @@ std::string Metrics::render(const runtime::SchedulerStats& stats, const std::str
                      "imp_forward_batches_total {}\n", stats.forward_batches);
   out += fmt::format("# HELP imp_batched_sequences_total Sequences summed over forward calls (mean batch = this / batches).\n"
                      "# TYPE imp_batched_sequences_total counter\nimp_batched_sequences_total {}\n", stats.batched_sequences);
+  const struct mallinfo2 heap = mallinfo2();
+  out += fmt::format("# HELP imp_heap_in_use_bytes Bytes allocated with malloc and not freed (a leak makes it grow).\n"
+                     "# TYPE imp_heap_in_use_bytes gauge\nimp_heap_in_use_bytes {}\n", heap.uordblks + heap.hblkhd);
   // The expert cache (hit rate, PCIe bytes) exists only on the GPU backend; absent rather than zero here.
   out += fmt::format("# imp_expert_cache_hit_ratio and imp_expert_pcie_bytes_total: not reported by backend {}\n", backend);
   return out;

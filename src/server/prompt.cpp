@@ -1,5 +1,8 @@
 #include "server/prompt.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "core/error.h"
 #include "core/log.h"
 #include "server/api_error.h"
@@ -27,19 +30,22 @@ int64_t fit_context(const ServedModel& model, size_t prompt_size, const std::opt
 
 }  // namespace
 
-ServedModel ServedModel::load(const std::filesystem::path& model_dir, std::string id, std::vector<int32_t> stop_tokens,
+std::unique_ptr<ServedModel> ServedModel::load(const std::filesystem::path& model_dir, std::string id, std::vector<int32_t> stop_tokens,
                               int64_t max_context, int64_t vocab_size) {
-  ServedModel model{.id = std::move(id), .tokenizer = text::Tokenizer::load(model_dir), .chat_template = std::nullopt,
-                    .stop_tokens = std::move(stop_tokens), .max_context = max_context, .vocab_size = vocab_size};
+  auto loaded = std::make_unique<ServedModel>(ServedModel{
+      .id = std::move(id), .tokenizer = text::Tokenizer::load(model_dir), .chat_template = std::nullopt,
+      .stop_tokens = std::move(stop_tokens), .max_context = max_context, .vocab_size = vocab_size, .encoder = nullptr});
+  ServedModel& model = *loaded;
   try {
     model.chat_template = text::ChatTemplate::load(model_dir);
   } catch (const Error& error) {
     log::warn("no chat template ({}): /v1/chat/completions will refuse requests; /v1/completions works", error.what());
   }
+  model.encoder = std::make_unique<EncodePool>(model.tokenizer, std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
   if (model.tokenizer.vocab_size() > vocab_size) {
     fail("the tokenizer has {} tokens but the model's vocab_size is {}", model.tokenizer.vocab_size(), vocab_size);
   }
-  return model;
+  return loaded;
 }
 
 PreparedPrompt prepare_chat(const ServedModel& model, const ChatRequest& request) {
@@ -63,7 +69,7 @@ PreparedPrompt prepare_chat(const ServedModel& model, const ChatRequest& request
     throw ApiError(400, fmt::format("the messages cannot be rendered: {}", error.what()), "messages", "template_error");
   }
   PreparedPrompt out;
-  out.tokens = model.tokenizer.encode(rendered);
+  out.tokens = model.encode(rendered);
   if (out.tokens.empty()) bad_request("messages", "the rendered messages encode to no tokens");
   out.max_tokens = fit_context(model, out.tokens.size(), request.max_tokens);
   out.parser.starts_in_reasoning = text::prompt_opens_reasoning(rendered);
@@ -80,7 +86,7 @@ PreparedPrompt prepare_completion(const ServedModel& model, const CompletionRequ
     }
     out.tokens = request.prompt_tokens;
   } else {
-    out.tokens = model.tokenizer.encode(request.prompt);
+    out.tokens = model.encode(request.prompt);
   }
   if (out.tokens.empty()) bad_request("prompt", "the prompt encodes to no tokens");
   out.max_tokens = fit_context(model, out.tokens.size(), request.max_tokens);

@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "server/encode_pool.h"
 #include "server/request.h"
 #include "text/chat_template.h"
 #include "text/output_parser.h"
@@ -23,9 +25,13 @@ struct ServedModel {
   std::vector<int32_t> stop_tokens;
   int64_t max_context = 0;  // prompt + generated tokens
   int64_t vocab_size = 0;
+  std::unique_ptr<EncodePool> encoder;  // encode() runs here, on a few threads (see encode_pool.h)
 
-  // Reads the tokenizer and chat template of a model folder.
-  static ServedModel load(const std::filesystem::path& model_dir, std::string id, std::vector<int32_t> stop_tokens,
+  std::vector<int32_t> encode(std::string_view text) const { return encoder->encode(text); }
+
+  // Reads the tokenizer and chat template of a model folder. Not movable in effect (the encoder refers to
+  // the tokenizer), hence the pointer.
+  static std::unique_ptr<ServedModel> load(const std::filesystem::path& model_dir, std::string id, std::vector<int32_t> stop_tokens,
                           int64_t max_context, int64_t vocab_size);
 };
 

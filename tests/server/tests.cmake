@@ -13,3 +13,14 @@ add_test(NAME server_openai_sdk
   COMMAND ${Python3_EXECUTABLE} -m pytest -q -p no:cacheprovider ${CMAKE_CURRENT_LIST_DIR})
 set_tests_properties(server_openai_sdk PROPERTIES LABELS unit TIMEOUT 600
   ENVIRONMENT "IMP_BINARY=$<TARGET_FILE:imp>")
+
+# The request-parser fuzz target (clang, libFuzzer + ASan/UBSan) builds and survives a short run.
+add_test(NAME fuzz_request_parser_smoke
+  COMMAND bash ${PROJECT_SOURCE_DIR}/fuzz/smoke.sh ${CMAKE_BINARY_DIR}/fuzz 20)
+set_tests_properties(fuzz_request_parser_smoke PROPERTIES LABELS unit TIMEOUT 600)
+
+# A short load test (the full one: scripts/load_test.py with its defaults; numbers in docs/server.md).
+add_test(NAME server_load_smoke
+  COMMAND ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/scripts/load_test.py --clients 16 --requests 5)
+set_tests_properties(server_load_smoke PROPERTIES LABELS unit TIMEOUT 600 ENVIRONMENT "IMP_BINARY=$<TARGET_FILE:imp>"
+  RUN_SERIAL TRUE)
