@@ -15,6 +15,8 @@ namespace {
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr int64_t kDefaultContextCap = 32768;
 constexpr int64_t kPlannedSequences = 4;  // full-context sequences the KV cache is sized for
+constexpr int32_t kMaxPrefillChunk = 4096;
+constexpr int32_t kLogitRows = 64;  // rows per LM-head GEMM when every prompt row's logits are asked for
 
 // Device bytes of one sequence's fixed state at `context` tokens (KV pages not included).
 uint64_t sequence_state_bytes(const model::ModelConfig& c, int64_t context) {
@@ -61,7 +63,8 @@ CudaEngine::CudaEngine(const std::filesystem::path& model_dir, const runtime::En
   }
   IMP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   workspace_ = std::make_unique<DecodeWorkspace>(*model_);
-  IMP_CUDA_CHECK(cudaMallocHost(&host_logits_, static_cast<size_t>(config_.vocab_size) * sizeof(float)));
+  IMP_CUDA_CHECK(cudaMallocHost(&host_logits_, static_cast<size_t>(kLogitRows) * static_cast<size_t>(config_.vocab_size) * sizeof(float)));
+  prefill_logits_ = DeviceBuffer<float>(static_cast<size_t>(kLogitRows) * static_cast<size_t>(config_.vocab_size));
 
   // Memory plan: the context length, then KV pages for a few sequences at full context within 90% of what
   // is free after the weights.
@@ -81,6 +84,17 @@ CudaEngine::CudaEngine(const std::filesystem::path& model_dir, const runtime::En
          context_, static_cast<double>(per_sequence) / kGiB, static_cast<double>(free_bytes) / kGiB);
   }
   const int64_t planned = std::min(fitting, kPlannedSequences);
+  // Prefill chunk: the largest (up to 4096 tokens, and the context) whose workspace takes at most a quarter of
+  // what the KV cache leaves.
+  const uint64_t kv_planned = static_cast<uint64_t>(planned) * per_sequence;
+  const uint64_t prefill_budget = (budget > kv_planned ? budget - kv_planned : 0) / 4;
+  int32_t chunk = static_cast<int32_t>(std::min<int64_t>(kMaxPrefillChunk, context_));
+  while (chunk > 16 && PrefillWorkspace::bytes_for(*model_, chunk) > prefill_budget) chunk /= 2;
+  prefill_ = std::make_unique<PrefillWorkspace>(*model_, chunk);
+  log::info("prefill: chunks of {} tokens, workspace {:.2f} GiB (at most a quarter of the {:.2f} GiB left after the KV "
+            "cache; at most {} tokens)",
+            chunk, static_cast<double>(PrefillWorkspace::bytes_for(*model_, chunk)) / kGiB,
+            static_cast<double>(budget > kv_planned ? budget - kv_planned : 0) / kGiB, kMaxPrefillChunk);
   const int32_t pages = static_cast<int32_t>(planned * KvCache::pages_for(context_));
   kv_ = std::make_unique<KvCache>(pages, std::max(layers, 1), kv_width);
   log::info("memory plan: {:.2f} GiB free after weights; context {} tokens{}; KV cache {} pages x {} tokens x {:.1f} KiB "
@@ -146,20 +160,55 @@ void CudaEngine::step(SequenceStateDevice& sequence, int32_t token) {
   sequence.length += 1;
 }
 
+void CudaEngine::download_logits(const float* device, size_t rows, std::vector<float>& out) {
+  const size_t count = rows * static_cast<size_t>(config_.vocab_size);
+  IMP_CUDA_CHECK(cudaMemcpyAsync(host_logits_, device, count * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+  IMP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  out.insert(out.end(), host_logits_, host_logits_ + count);
+}
+
+void CudaEngine::prefill_chunk(SequenceStateDevice& sequence, std::span<const int32_t> tokens, bool all_rows, bool last,
+                               std::vector<float>& logits) {
+  const int32_t count = static_cast<int32_t>(tokens.size());
+  for (int32_t token : tokens) {
+    if (token < 0 || token >= config_.vocab_size) fail("token id {} is outside the vocabulary [0, {})", token, config_.vocab_size);
+  }
+  sequence.reserve(sequence.length + count, stream_);
+  std::vector<int32_t> positions(static_cast<size_t>(count));
+  for (int32_t t = 0; t < count; ++t) positions[static_cast<size_t>(t)] = static_cast<int32_t>(sequence.length + t);
+  // Pageable sources: each copy has read them when the call returns.
+  IMP_CUDA_CHECK(cudaMemcpyAsync(prefill_->tokens.data(), tokens.data(), tokens.size_bytes(), cudaMemcpyHostToDevice, stream_));
+  IMP_CUDA_CHECK(cudaMemcpyAsync(prefill_->positions.data(), positions.data(), positions.size() * sizeof(int32_t),
+                                 cudaMemcpyHostToDevice, stream_));
+  enqueue_prefill(*model_, *kv_, sequence, *prefill_, count, stream_);
+  if (all_rows) {
+    for (int32_t first = 0; first < count; first += kLogitRows) {
+      const int32_t rows = std::min(kLogitRows, count - first);
+      enqueue_prefill_logits(*model_, *prefill_, first, rows, prefill_logits_.data(), stream_);
+      download_logits(prefill_logits_.data(), static_cast<size_t>(rows), logits);
+    }
+  } else if (last) {
+    enqueue_prefill_logits(*model_, *prefill_, count - 1, 1, prefill_logits_.data(), stream_);
+    download_logits(prefill_logits_.data(), 1, logits);
+  }
+  sequence.length += count;
+}
+
 std::vector<std::vector<float>> CudaEngine::forward(std::span<const runtime::ForwardRequest> batch) {
   std::vector<std::vector<float>> out;
-  const size_t vocab = static_cast<size_t>(config_.vocab_size);
   for (const runtime::ForwardRequest& request : batch) {
     if (request.tokens.empty()) fail("forward needs at least one token");
     SequenceStateDevice& sequence = at(request.sequence);
     std::vector<float> logits;
-    logits.reserve(request.all_logits ? request.tokens.size() * vocab : vocab);
-    for (size_t t = 0; t < request.tokens.size(); ++t) {
-      step(sequence, request.tokens[t]);
-      if (request.all_logits || t + 1 == request.tokens.size()) {
-        IMP_CUDA_CHECK(cudaMemcpyAsync(host_logits_, workspace_->logits.data(), vocab * sizeof(float), cudaMemcpyDeviceToHost, stream_));
-        IMP_CUDA_CHECK(cudaStreamSynchronize(stream_));
-        logits.insert(logits.end(), host_logits_, host_logits_ + vocab);
+    if (request.tokens.size() == 1) {
+      step(sequence, request.tokens.front());
+      download_logits(workspace_->logits.data(), 1, logits);
+    } else {
+      const size_t chunk = static_cast<size_t>(prefill_->max_tokens);
+      for (size_t first = 0; first < request.tokens.size(); first += chunk) {
+        const size_t count = std::min(chunk, request.tokens.size() - first);
+        prefill_chunk(sequence, request.tokens.subspan(first, count), request.all_logits,
+                      first + count == request.tokens.size(), logits);
       }
     }
     out.push_back(std::move(logits));

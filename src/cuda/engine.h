@@ -1,7 +1,7 @@
 // The CUDA backend behind the Engine seam: weights on the device (DeviceModel), per-sequence device state,
-// the decode step captured once per sequence as a CUDA graph and replayed for every token. Prompts run
-// token by token through the same graph (a chunked prefill path is the next step). Not thread-safe: one
-// thread drives it (the scheduler's worker).
+// the decode step captured once per sequence as a CUDA graph and replayed for every token; prompts run in
+// chunks through the prefill path (sized by the memory plan). Not thread-safe: one thread drives it (the
+// scheduler's worker).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,6 +12,7 @@
 #include "cuda/device_model.h"
 #include "cuda/forward.h"
 #include "cuda/memory/kv_cache.h"
+#include "cuda/prefill.h"
 #include "cuda/sequence_state.h"
 #include "model/checkpoint.h"
 #include "runtime/engine.h"
@@ -48,14 +49,20 @@ class CudaEngine final : public runtime::Engine, public runtime::DeviceBenchmark
  private:
   SequenceStateDevice& at(runtime::SequenceId id) const;
   void step(SequenceStateDevice& sequence, int32_t token);  // enqueue one token (graph replay)
+  // Runs a chunk of prompt tokens; appends the logits asked for (all rows, or the last row when `last`).
+  void prefill_chunk(SequenceStateDevice& sequence, std::span<const int32_t> tokens, bool all_rows, bool last,
+                     std::vector<float>& logits);
+  void download_logits(const float* device, size_t rows, std::vector<float>& out);
 
   model::ModelConfig config_;
   std::unique_ptr<DeviceModel> model_;
   std::unique_ptr<KvCache> kv_;
   std::unique_ptr<DecodeWorkspace> workspace_;
+  std::unique_ptr<PrefillWorkspace> prefill_;
+  DeviceBuffer<float> prefill_logits_;  // [kLogitRows, vocab]: all-rows logits of a prefill chunk, in groups
   int64_t context_ = 0;
   cudaStream_t stream_ = nullptr;
-  float* host_logits_ = nullptr;  // pinned [vocab]
+  float* host_logits_ = nullptr;  // pinned [kLogitRows, vocab]
   std::map<runtime::SequenceId, std::unique_ptr<SequenceStateDevice>> sequences_;
   runtime::SequenceId next_id_ = 1;
 };

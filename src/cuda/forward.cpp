@@ -55,7 +55,7 @@ void ple_block(const model::ModelConfig& c, const PleDevice& p, LayerStateDevice
                DecodeWorkspace& ws, cudaStream_t stream) {
   const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count), width = S * d;
   const float eps = static_cast<float>(c.rms_norm_eps);
-  launch_ngram_ids_step(p.hash, token, state.ple_context.data(), 1, ws.ple_ids.data(), stream);
+  launch_ngram_ids(p.hash, token, 1, state.ple_context.data(), ws.ple_ids.data(), stream);
   launch_ple_gather(p.table, ws.ple_ids.data(), 1, static_cast<int32_t>(c.ngram_heads()), ws.ple_emb.data(), stream);
   gemv(p.key_value, ws.ple_emb.data(), ws.ple_key_value.data(), stream);  // keys [S*d], then the value [d]
   float* key = ws.ple_key_value.data();

@@ -1,7 +1,8 @@
 // The CUDA engine end to end on every golden fixture (tests/fixtures/golden, made by scripts/make_golden.py
 // from Hugging Face transformers): logits at every prompt position and along HF's greedy continuation
 // (teacher-forced) within 2e-2 of max |HF logit| per row, at least 30 of the 32 greedy choices equal to HF's,
-// and the CPU reference engine agreeing with the CUDA engine on the same rows. Run from the repository root
+// and the CPU reference engine agreeing with the CUDA engine on the same rows. The prompt runs through the
+// prefill path (one chunk), the continuation through the graph-replayed decode step. Run from the repository root
 // (the fixtures are read from tests/fixtures).
 #include <gtest/gtest.h>
 
@@ -25,7 +26,8 @@ namespace fs = std::filesystem;
 
 // The bar: bf16 weights and activations in the expert kernels, bf16 KV pages.
 constexpr double kTolerance = 2e-2;
-constexpr int kMinGreedyMatches = 30;
+// At least 30 of 32 greedy choices; fixtures whose continuation stops early at EOS may miss at most 2 too.
+constexpr int kAllowedGreedyMisses = 2;
 
 std::vector<std::string> fixtures() {
   std::vector<std::string> names;
@@ -91,7 +93,7 @@ TEST_P(GoldenCuda, MatchesHuggingFaceAndTheCpuEngine) {
   EXPECT_EQ(row * vocab, reference.size());
   EXPECT_LE(worst_hf, kTolerance) << "max |cuda - HF| / max |HF| over " << row << " rows";
   EXPECT_LE(worst_cpu, kTolerance) << "max |cuda - cpu| / max |cpu| over " << row << " rows";
-  EXPECT_GE(matches, kMinGreedyMatches) << "greedy choices equal to HF's, of " << greedy.size();
+  EXPECT_GE(matches, static_cast<int>(greedy.size()) - kAllowedGreedyMisses) << "greedy choices equal to HF's, of " << greedy.size();
   std::printf("[golden-cuda] %s: %zu rows, max rel err vs HF %.2e, vs CPU %.2e, greedy %d/%zu\n", dir.c_str(), row,
               worst_hf, worst_cpu, matches, greedy.size());
 }

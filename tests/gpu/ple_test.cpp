@@ -102,7 +102,7 @@ void run_case(int d, int streams, int embed, int ngram, int heads_per_ngram, boo
     std::vector<int64_t> ids(static_cast<size_t>(heads));
     hash->row_ids(gpu_context, tok, ids);
     d_token.upload(std::span<const int32_t>(tok, 1));
-    launch_ngram_ids_step(device_hash, d_token.data(), d_context.data(), 1, d_ids.data(), nullptr);
+    launch_ngram_ids(device_hash, d_token.data(), 1, d_context.data(), d_ids.data(), nullptr);
     ASSERT_EQ(d_ids.download(), ids) << "step " << step;
     ASSERT_EQ(d_context.download(), gpu_context) << "step " << step;
     d_stream.upload(stream);

@@ -1,7 +1,7 @@
-// The PLE n-gram row ids of one new token per row, on the device, so a decode step needs no host work:
-// the same arithmetic as model::NgramHash::row_ids (XOR of shifted id * multiplier, mod the head's prime,
-// plus its offset; shifts never reach back across an EOS). The context (the raw last ngram_size - 1 ids)
-// lives in device memory per row and advances by the token.
+// The PLE n-gram row ids of new tokens on the device, so neither a decode step nor a prefill chunk needs
+// host work: the same arithmetic as model::NgramHash::row_ids (XOR of shifted id * multiplier, mod the
+// head's prime, plus its offset; a shift never reaches back across an EOS). The sequence's context (the raw
+// last ngram_size - 1 ids) lives in device memory and advances by the tokens.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -22,8 +22,8 @@ struct NgramHashDevice {
   int64_t offsets[kMaxNgramHeads] = {};
 };
 
-// ids [rows, heads] for tokens [rows]; context [rows, n - 1] is read, then advanced.
-void launch_ngram_ids_step(const NgramHashDevice& hash, const int32_t* tokens, int64_t* context, int32_t rows,
-                           int64_t* ids, cudaStream_t stream);
+// ids [count, heads] for `count` consecutive tokens of one sequence; context [n - 1] is read, then advanced.
+void launch_ngram_ids(const NgramHashDevice& hash, const int32_t* tokens, int32_t count, int64_t* context, int64_t* ids,
+                      cudaStream_t stream);
 
 }  // namespace imp::cuda

@@ -1,0 +1,304 @@
+#include "cuda/prefill.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "cuda/kernels/attention_decode.h"
+#include "cuda/kernels/attention_prefill.h"
+#include "cuda/kernels/dense.h"
+#include "cuda/kernels/embedding.h"
+#include "cuda/kernels/gated_delta_net.h"
+#include "cuda/kernels/gated_delta_net_prefill.h"
+#include "cuda/kernels/gemm_bf16.h"
+#include "cuda/kernels/hyper_connection.h"
+#include "cuda/kernels/moe_decode.h"
+#include "cuda/kernels/moe_prefill.h"
+#include "cuda/kernels/ngram_hash.h"
+#include "cuda/kernels/ple.h"
+#include "cuda/kernels/ple_prefill.h"
+#include "cuda/kernels/qsa.h"
+#include "cuda/kernels/shared_expert.h"
+
+namespace imp::cuda {
+namespace {
+
+size_t sz(int64_t v) { return static_cast<size_t>(v); }
+
+GatedDeltaNetShape gdn_shape(const model::ModelConfig& c) {
+  GatedDeltaNetShape shape;
+  shape.key_heads = static_cast<int32_t>(c.linear_num_key_heads);
+  shape.value_heads = static_cast<int32_t>(c.linear_num_value_heads);
+  shape.key_dim = static_cast<int32_t>(c.linear_key_head_dim);
+  shape.value_dim = static_cast<int32_t>(c.linear_value_head_dim);
+  shape.conv_kernel = static_cast<int32_t>(c.linear_conv_kernel_dim);
+  shape.eps = static_cast<float>(c.rms_norm_eps);
+  shape.sigmoid_gate = c.output_gate_type == "sigmoid";
+  return shape;
+}
+
+// The chunked GDN kernels take head dims that are multiples of 16 up to 128; smaller test shapes step token
+// by token with the decode kernels instead (same math).
+bool chunked_gdn_fits(const GatedDeltaNetShape& s) {
+  return s.key_dim % 16 == 0 && s.value_dim % 16 == 0 && s.key_dim <= 128 && s.value_dim <= 128;
+}
+
+// The flash prefill kernel takes these head dims; others use the per-row attention kernel.
+bool flash_attention_fits(int64_t head_dim) {
+  return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
+
+// Rows [first_row, first_row + rows) of a stacked weight.
+void gemm_rows(const DenseWeight& w, int64_t first_row, int64_t rows, const float* x, int32_t tokens, float* y,
+               cudaStream_t stream) {
+  launch_gemm_bf16(x, w.data + first_row * w.cols, tokens, static_cast<int32_t>(rows), w.cols, y, stream);
+}
+
+// Hyper-connection read of T rows (cpu::hyper_connection_read): x [T, d], inject [T, S] when present.
+void hyper_connection_read(const model::ModelConfig& c, const HyperConnectionDevice& hc, const float* stream_rows,
+                           int32_t T, PrefillWorkspace& ws, cudaStream_t stream) {
+  const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count);
+  const int32_t width = S * d, rank = static_cast<int32_t>(c.hc_lowrank);
+  launch_rms_norm(stream_rows, hc.norm.data, T, width, d, static_cast<float>(c.rms_norm_eps), ws.normed.data(), stream);
+  gemm_rows(hc.down_inject, 0, rank, ws.normed.data(), T, ws.low.data(), stream);
+  launch_silu_div(ws.low.data(), static_cast<int64_t>(T) * rank, static_cast<float>(S), stream);
+  gemm_rows(hc.up, 0, width, ws.low.data(), T, ws.mix.data(), stream);
+  launch_hc_mix(ws.mix.data(), ws.normed.data(), T, S, d, ws.x.data(), stream);
+  if (hc.has_inject) {
+    gemm_rows(hc.down_inject, rank, S, ws.normed.data(), T, ws.inject.data(), stream);
+    launch_hc_inject(ws.inject.data(), T, S, stream);
+  }
+}
+
+void ple_block(const model::ModelConfig& c, const PleDevice& p, LayerStateDevice& state, PrefillWorkspace& ws,
+               int32_t T, cudaStream_t stream) {
+  const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count), width = S * d;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  launch_ngram_ids(p.hash, ws.tokens.data(), T, state.ple_context.data(), ws.ple_ids.data(), stream);
+  launch_ple_gather(p.table, ws.ple_ids.data(), T, static_cast<int32_t>(c.ngram_heads()), ws.ple_emb.data(), stream);
+  gemm_rows(p.key_value, 0, width, ws.ple_emb.data(), T, ws.ple_key.data(), stream);
+  gemm_rows(p.key_value, width, d, ws.ple_emb.data(), T, ws.ple_value.data(), stream);
+  launch_rms_norm(ws.ple_key.data(), p.norm_key.data, T, width, d, eps, ws.ple_key.data(), stream);
+  launch_rms_norm(ws.stream.data(), p.norm_query.data, T, width, d, eps, ws.ple_query.data(), stream);
+  launch_ple_gate(ws.ple_key.data(), ws.ple_query.data(), ws.ple_value.data(), T, S, d, ws.ple_gated.data(), stream);
+  launch_rms_norm(ws.ple_gated.data(), p.norm_conv.data, T, width, d, eps, ws.ple_normed.data(), stream);
+  launch_ple_conv_prefill(ws.ple_gated.data(), ws.ple_normed.data(), p.conv1d.data,
+                          static_cast<int32_t>(c.ple_conv_kernel_size), static_cast<int32_t>(c.ngram_size),
+                          state.ple_conv.data(), T, width, ws.stream.data(), stream);
+}
+
+void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, LayerStateDevice& state,
+                     PrefillWorkspace& ws, int32_t T, cudaStream_t stream) {
+  const GatedDeltaNetShape shape = gdn_shape(c);
+  const int64_t conv = c.gdn_conv_dim(), vd = c.gdn_value_dim(), hv = c.linear_num_value_heads;
+  gemm_rows(g.in_proj, 0, conv, ws.x.data(), T, ws.mixed.data(), stream);
+  gemm_rows(g.in_proj, conv, vd, ws.x.data(), T, ws.z.data(), stream);
+  gemm_rows(g.in_proj, conv + vd, hv, ws.x.data(), T, ws.b.data(), stream);
+  gemm_rows(g.in_proj, conv + vd + hv, hv, ws.x.data(), T, ws.a.data(), stream);
+  if (chunked_gdn_fits(shape)) {
+    launch_gdn_conv_prefill(shape, g.small, ws.mixed.data(), state.gdn_conv.data(), T, ws.conv_out.data(), stream);
+    launch_gdn_chunked_prefill(shape, g.small, ws.conv_out.data(), ws.z.data(), ws.b.data(), ws.a.data(),
+                               state.gdn_recurrent.data(), T, ws.scratch.data(), ws.scratch.size(), ws.core.data(), stream);
+  } else {
+    for (int32_t t = 0; t < T; ++t) {
+      float* mixed = ws.mixed.data() + sz(t) * sz(conv);
+      launch_gdn_conv_step(shape, g.small, mixed, state.gdn_conv.data(), 1, stream);
+      launch_gdn_recurrent_step(shape, g.small, mixed, ws.z.data() + sz(t) * sz(vd), ws.b.data() + sz(t) * sz(hv),
+                                ws.a.data() + sz(t) * sz(hv), state.gdn_recurrent.data(),
+                                ws.core.data() + sz(t) * sz(vd), 1, stream);
+    }
+  }
+  launch_gemm_bf16(ws.core.data(), g.out_proj.data, T, g.out_proj.rows, g.out_proj.cols, ws.y.data(), stream);
+}
+
+void attention(const model::ModelConfig& c, const DeviceModel& model, const AttentionDevice& a, const KvCache& kv,
+               SequenceStateDevice& sequence, LayerStateDevice& state, PrefillWorkspace& ws, int32_t T,
+               cudaStream_t stream) {
+  const int32_t heads = static_cast<int32_t>(c.num_attention_heads), kv_heads = static_cast<int32_t>(c.num_key_value_heads);
+  const int32_t hd = static_cast<int32_t>(c.head_dim), kv_width = kv_heads * hd, rot = static_cast<int32_t>(c.rotary_dim());
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const int64_t q_rows = int64_t{heads} * 2 * hd;
+  gemm_rows(a.in_proj, 0, q_rows, ws.x.data(), T, ws.qg.data(), stream);
+  gemm_rows(a.in_proj, q_rows, kv_width, ws.x.data(), T, ws.k.data(), stream);
+  gemm_rows(a.in_proj, q_rows + kv_width, kv_width, ws.x.data(), T, ws.v.data(), stream);
+  const int32_t* positions = ws.positions.data();
+  launch_head_norm_rope(ws.qg.data(), 2 * hd, a.q_norm.data, T, heads, hd, rot, positions, model.inv_freq(), eps, stream);
+  launch_head_norm_rope(ws.k.data(), hd, a.k_norm.data, T, kv_heads, hd, rot, positions, model.inv_freq(), eps, stream);
+  // All rows belong to one sequence: page table row 0 for every row.
+  KvPages pages = kv.pages(state.attention_index, sequence.page_table.data(), sequence.max_pages);
+  pages.max_pages = 0;
+  launch_kv_append(pages, ws.k.data(), ws.v.data(), positions, T, kv_width, stream);
+
+  // Rows whose QSA selection is every visible token attend densely; later rows over their selection.
+  int32_t dense_rows = T;
+  const int64_t first = sequence.length;
+  if (c.has_qsa) {
+    const int32_t ih = static_cast<int32_t>(c.indexer_n_heads), id = static_cast<int32_t>(c.indexer_head_dim);
+    const int32_t ratio = static_cast<int32_t>(c.indexer_compress_ratio);
+    const int64_t index_first = q_rows + 2 * kv_width;
+    gemm_rows(a.in_proj, index_first, int64_t{ih} * id, ws.x.data(), T, ws.index_q.data(), stream);
+    gemm_rows(a.in_proj, index_first + int64_t{ih} * id, id, ws.x.data(), T, ws.index_k.data(), stream);
+    IMP_CUDA_CHECK(cudaMemcpyAsync(state.index_keys.data() + sz(first) * sz(id), ws.index_k.data(),
+                                   sz(T) * sz(id) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+    launch_qsa_block_keys(state.index_keys.data(), static_cast<int32_t>(first / ratio), static_cast<int32_t>((first + T) / ratio),
+                          ratio, id, a.index_k_norm.data, eps, rot, model.inv_freq(), state.block_keys.data(), stream);
+    launch_head_norm_rope(ws.index_q.data(), id, a.index_q_norm.data, T, ih, id, rot, positions, model.inv_freq(), eps, stream);
+    // Selection is everything while (position + 1) / ratio <= block_topk.
+    const int64_t first_sparse = (c.block_topk() + 1) * ratio - 1;
+    dense_rows = static_cast<int32_t>(std::clamp<int64_t>(first_sparse - first, 0, T));
+    for (int32_t t = dense_rows; t < T; ++t) {
+      launch_qsa_select(ws.index_q.data() + sz(t) * sz(ih) * sz(id), ih, id, state.block_keys.data(), positions + t, ratio,
+                        static_cast<int32_t>(c.block_topk()), ws.qsa_scores.data(),
+                        ws.selected.data() + sz(t) * sz(ws.max_selected), ws.selected_count.data() + t, stream);
+    }
+    if (dense_rows < T) {
+      const size_t q_at = sz(dense_rows) * sz(q_rows);
+      launch_attention_decode(pages, ws.qg.data() + q_at, ws.qg.data() + q_at + hd, 2 * hd, positions + dense_rows,
+                              ws.selected.data() + sz(dense_rows) * sz(ws.max_selected), ws.selected_count.data() + dense_rows,
+                              ws.max_selected, T - dense_rows, heads, kv_heads, hd,
+                              ws.core.data() + sz(dense_rows) * sz(heads) * sz(hd), stream);
+    }
+  }
+  if (dense_rows > 0) {
+    if (flash_attention_fits(hd)) {
+      launch_attention_prefill(pages, ws.qg.data(), ws.qg.data() + hd, 2 * hd, positions, dense_rows, heads, kv_heads, hd,
+                               ws.core.data(), stream);
+    } else {
+      launch_attention_decode(pages, ws.qg.data(), ws.qg.data() + hd, 2 * hd, positions, nullptr, nullptr, 1, dense_rows,
+                              heads, kv_heads, hd, ws.core.data(), stream);
+    }
+  }
+  launch_gemm_bf16(ws.core.data(), a.o_proj.data, T, a.o_proj.rows, a.o_proj.cols, ws.y.data(), stream);
+}
+
+void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeDevice& m, PrefillWorkspace& ws,
+               int32_t T, cudaStream_t stream) {
+  const int32_t experts = static_cast<int32_t>(c.num_experts), k = static_cast<int32_t>(c.num_experts_per_tok);
+  const int32_t is = static_cast<int32_t>(c.shared_expert_intermediate_size), d = static_cast<int32_t>(c.hidden_size);
+  gemm_rows(m.in_proj, 0, experts, ws.x.data(), T, ws.logits_router.data(), stream);
+  launch_router_topk(ws.logits_router.data(), T, experts, k, c.norm_topk_prob, ws.top_experts.data(), ws.top_weights.data(),
+                     stream);
+  // Everything resident: slot = expert id.
+  launch_moe_prefill(m.pool.data(), m.scales.data(), model.slot_layout(), ws.x.data(), ws.top_experts.data(),
+                     ws.top_weights.data(), T, k, experts, ws.scratch.data(), ws.scratch.size(), ws.y.data(), stream);
+  gemm_rows(m.in_proj, experts, 2 * is + 1, ws.x.data(), T, ws.shared.data(), stream);
+  launch_swiglu(ws.shared.data(), ws.shared.data() + is, 2 * is + 1, T, is, ws.shared_act.data(), stream);
+  launch_gemm_bf16(ws.shared_act.data(), m.shared_down.data, T, m.shared_down.rows, m.shared_down.cols, ws.shared_out.data(),
+                   stream);
+  launch_add_sigmoid_gated(ws.shared_out.data(), ws.shared.data() + 2 * is, 2 * is + 1, T, d, ws.y.data(), stream);
+}
+
+}  // namespace
+
+PrefillWorkspace::PrefillWorkspace(const DeviceModel& model, int32_t max_tokens_) : max_tokens(max_tokens_) {
+  const model::ModelConfig& c = model.config();
+  const size_t T = sz(max_tokens), d = sz(c.hidden_size), width = sz(c.stream_width());
+  tokens = DeviceBuffer<int32_t>(T);
+  positions = DeviceBuffer<int32_t>(T);
+  stream = DeviceBuffer<float>(T * width);
+  normed = DeviceBuffer<float>(T * width);
+  mix = DeviceBuffer<float>(T * width);
+  low = DeviceBuffer<float>(T * sz(c.hc_lowrank));
+  inject = DeviceBuffer<float>(T * sz(c.hc_count));
+  x = DeviceBuffer<float>(T * d);
+  y = DeviceBuffer<float>(T * d);
+  const bool gdn = std::count(c.layer_types.begin(), c.layer_types.end(), model::LayerType::kLinearAttention) > 0;
+  const bool attn = std::count(c.layer_types.begin(), c.layer_types.end(), model::LayerType::kAttention) > 0;
+  mixed = DeviceBuffer<float>(gdn ? T * sz(c.gdn_conv_dim()) : 1);
+  conv_out = DeviceBuffer<float>(gdn ? T * sz(c.gdn_conv_dim()) : 1);
+  z = DeviceBuffer<float>(gdn ? T * sz(c.gdn_value_dim()) : 1);
+  b = DeviceBuffer<float>(gdn ? T * sz(c.linear_num_value_heads) : 1);
+  a = DeviceBuffer<float>(gdn ? T * sz(c.linear_num_value_heads) : 1);
+  core = DeviceBuffer<float>(T * sz(std::max(c.gdn_value_dim(), c.num_attention_heads * c.head_dim)));
+  const size_t kv_width = sz(c.num_key_value_heads * c.head_dim);
+  qg = DeviceBuffer<float>(attn ? T * sz(c.num_attention_heads * c.head_dim * 2) : 1);
+  k = DeviceBuffer<float>(attn ? T * kv_width : 1);
+  v = DeviceBuffer<float>(attn ? T * kv_width : 1);
+  if (c.has_qsa) {
+    max_selected = static_cast<int32_t>(c.block_topk() * c.indexer_compress_ratio + c.indexer_compress_ratio - 1);
+    index_q = DeviceBuffer<float>(T * sz(c.indexer_n_heads * c.indexer_head_dim));
+    index_k = DeviceBuffer<float>(T * sz(c.indexer_head_dim));
+    selected = DeviceBuffer<int32_t>(T * sz(max_selected));
+    selected_count = DeviceBuffer<int32_t>(T);
+    qsa_scores = DeviceBuffer<float>(sz(c.max_position_embeddings / c.indexer_compress_ratio + 1));
+  }
+  const size_t kk = sz(c.num_experts_per_tok);
+  logits_router = DeviceBuffer<float>(T * sz(c.num_experts));
+  shared = DeviceBuffer<float>(T * sz(2 * c.shared_expert_intermediate_size + 1));
+  top_experts = DeviceBuffer<int32_t>(T * kk);
+  top_weights = DeviceBuffer<float>(T * kk);
+  shared_act = DeviceBuffer<float>(T * sz(c.shared_expert_intermediate_size));
+  shared_out = DeviceBuffer<float>(T * d);
+  if (!c.ple_layer_ids.empty()) {
+    ple_ids = DeviceBuffer<int64_t>(T * sz(c.ngram_heads()));
+    ple_emb = DeviceBuffer<float>(T * sz(c.ple_embed_dim));
+    ple_key = DeviceBuffer<float>(T * width);
+    ple_value = DeviceBuffer<float>(T * d);
+    ple_query = DeviceBuffer<float>(T * width);
+    ple_gated = DeviceBuffer<float>(T * width);
+    ple_normed = DeviceBuffer<float>(T * width);
+  }
+  const size_t moe_bytes = moe_prefill_workspace_bytes(model.slot_layout(), max_tokens, static_cast<int32_t>(kk),
+                                                       static_cast<int32_t>(c.num_experts));
+  const size_t gdn_bytes = gdn ? gdn_prefill_workspace_bytes(gdn_shape(c), max_tokens) : 0;
+  scratch = DeviceBuffer<uint8_t>(std::max(moe_bytes, gdn_bytes));
+}
+
+uint64_t PrefillWorkspace::bytes_for(const DeviceModel& model, int32_t tokens) {
+  const model::ModelConfig& c = model.config();
+  const uint64_t T = static_cast<uint64_t>(tokens);
+  const uint64_t per_token_floats =
+      3 * c.stream_width() + c.hc_lowrank + c.hc_count + 2 * c.hidden_size + 2 * c.gdn_conv_dim() + 2 * c.gdn_value_dim() +
+      2 * c.linear_num_value_heads + c.num_attention_heads * c.head_dim * 3 + 2 * c.num_key_value_heads * c.head_dim +
+      (c.indexer_n_heads + 1) * c.indexer_head_dim + c.num_experts + 3 * c.shared_expert_intermediate_size + 2 +
+      2 * c.num_experts_per_tok + c.hidden_size + (c.ple_layer_ids.empty() ? 0 : c.ple_embed_dim + 4 * c.stream_width() + c.hidden_size);
+  const uint64_t moe_bytes = moe_prefill_workspace_bytes(model.slot_layout(), tokens, static_cast<int32_t>(c.num_experts_per_tok),
+                                                         static_cast<int32_t>(c.num_experts));
+  const uint64_t gdn_bytes = gdn_prefill_workspace_bytes(gdn_shape(c), tokens);
+  return T * per_token_floats * 4 + std::max(moe_bytes, gdn_bytes);
+}
+
+void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateDevice& sequence, PrefillWorkspace& ws,
+                     int32_t T, cudaStream_t stream) {
+  const model::ModelConfig& c = model.config();
+  if (T < 1 || T > ws.max_tokens) fail("internal: prefill chunk of {} tokens (workspace holds {})", T, ws.max_tokens);
+  const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count);
+
+  // Embedding (unscaled) into every stream.
+  launch_embed_streams(model.embed_tokens().data, ws.tokens.data(), T, d, S, ws.stream.data(), stream);
+
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    const LayerDevice& ld = model.layers()[sz(layer)];
+    LayerStateDevice& state = sequence.layers[sz(layer)];
+
+    // PLE adds hashed n-gram features to the stream before the mixer block.
+    if (ld.ple) ple_block(c, *ld.ple, state, ws, T, stream);
+
+    // Token mixer: Gated DeltaNet or gated attention, read from and written back to the streams.
+    hyper_connection_read(c, ld.attn_hc, ws.stream.data(), T, ws, stream);
+    if (ld.gdn) {
+      gated_delta_net(c, *ld.gdn, state, ws, T, stream);
+    } else {
+      attention(c, model, *ld.attention, kv, sequence, state, ws, T, stream);
+    }
+    launch_hc_write(ws.y.data(), ws.inject.data(), T, S, d, ws.stream.data(), stream);
+
+    // Channel mixer: sparse MoE with the shared expert.
+    hyper_connection_read(c, ld.mlp_hc, ws.stream.data(), T, ws, stream);
+    moe_block(c, model, ld.moe, ws, T, stream);
+    launch_hc_write(ws.y.data(), ws.inject.data(), T, S, d, ws.stream.data(), stream);
+  }
+}
+
+void enqueue_prefill_logits(const DeviceModel& model, PrefillWorkspace& ws, int32_t first, int32_t rows, float* logits,
+                            cudaStream_t stream) {
+  const model::ModelConfig& c = model.config();
+  hyper_connection_read(c, model.mixer(), ws.stream.data() + sz(first) * sz(c.stream_width()), rows, ws, stream);
+  const DenseWeight& head = model.lm_head();
+  if (rows == 1) {
+    launch_gemv_bf16(head.data, ws.x.data(), 1, head.rows, head.cols, logits, stream);
+  } else {
+    launch_gemm_bf16(ws.x.data(), head.data, rows, head.rows, head.cols, logits, stream);
+  }
+}
+
+}  // namespace imp::cuda

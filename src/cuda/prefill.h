@@ -1,0 +1,52 @@
+// The CUDA model's prefill: T consecutive tokens of one sequence through all layers at once, mirroring
+// cpu/forward.cpp step by step like the decode step, with the many-row kernels: tensor-core GEMMs for the
+// projections, the grouped expert GEMM, chunked Gated DeltaNet, flash attention for rows within the QSA
+// budget and the selected-token kernel for rows beyond it, the PLE conv over the chunk. The per-sequence
+// state comes out exactly where token-by-token decoding would leave it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/device_model.h"
+#include "cuda/memory/kv_cache.h"
+#include "cuda/sequence_state.h"
+
+namespace imp::cuda {
+
+// Scratch for prefill chunks of up to max_tokens tokens.
+struct PrefillWorkspace {
+  PrefillWorkspace(const DeviceModel& model, int32_t max_tokens);
+  // Device bytes a workspace for `tokens` tokens takes (the memory plan sizes the chunk with it).
+  static uint64_t bytes_for(const DeviceModel& model, int32_t tokens);
+
+  int32_t max_tokens = 0;
+  DeviceBuffer<int32_t> tokens, positions;             // [T]
+  DeviceBuffer<float> stream, normed, mix;              // [T, S*d]
+  DeviceBuffer<float> low, inject, x, y;                // [T, rank], [T, S], [T, d], [T, d]
+  DeviceBuffer<float> mixed, conv_out, z, b, a, core;   // GDN: [T, conv], [T, conv], [T, vd], [T, hv] x2, [T, max(vd, heads*hd)]
+  DeviceBuffer<float> qg, k, v, index_q, index_k;       // attention: [T, heads*2hd], [T, kvw] x2, [T, ih*id], [T, id]
+  DeviceBuffer<int32_t> selected, selected_count;       // [T, max_selected], [T]
+  DeviceBuffer<float> qsa_scores;
+  DeviceBuffer<float> logits_router, shared;            // [T, E], [T, 2 I_s + 1]
+  DeviceBuffer<int32_t> top_experts;                    // [T, k]
+  DeviceBuffer<float> top_weights;                      // [T, k]
+  DeviceBuffer<float> shared_act, shared_out;           // [T, I_s], [T, d]
+  DeviceBuffer<int64_t> ple_ids;                        // [T, ngram heads]
+  DeviceBuffer<float> ple_emb, ple_key, ple_value, ple_query, ple_gated, ple_normed;
+  DeviceBuffer<uint8_t> scratch;                        // the expert GEMM's and chunked GDN's workspace (shared)
+  int32_t max_selected = 1;
+};
+
+// Runs tokens [count <= ws.max_tokens] (already in ws.tokens, positions in ws.positions) at the sequence's
+// current length; leaves the streams of the chunk's rows in ws.stream. Does not change sequence.length.
+void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateDevice& sequence, PrefillWorkspace& ws,
+                     int32_t count, cudaStream_t stream);
+
+// The final mixer read and LM head for chunk rows [first, first + rows) of ws.stream: logits [rows, vocab].
+// rows <= ws.max_tokens.
+void enqueue_prefill_logits(const DeviceModel& model, PrefillWorkspace& ws, int32_t first, int32_t rows, float* logits,
+                            cudaStream_t stream);
+
+}  // namespace imp::cuda
