@@ -118,7 +118,7 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
     count = ws.qsa_count.data();
   }
   launch_attention_decode(pages, qg, qg + hd, 2 * hd, position, selected, count, ws.max_selected, 1, heads, kv_heads, hd,
-                          ws.core.data(), stream);
+                          ws.attention_partials.data(), ws.core.data(), stream);
   gemv(a.o_proj, ws.core.data(), ws.y.data(), stream);
 }
 
@@ -154,6 +154,8 @@ DecodeWorkspace::DecodeWorkspace(const DeviceModel& model) {
   y = DeviceBuffer<float>(d);
   proj = DeviceBuffer<float>(widest_projection(model));
   core = DeviceBuffer<float>(static_cast<size_t>(std::max(c.gdn_value_dim(), c.num_attention_heads * c.head_dim)));
+  attention_partials = DeviceBuffer<float>(std::max<size_t>(
+      1, attention_decode_workspace_floats(1, static_cast<int32_t>(c.num_attention_heads), static_cast<int32_t>(c.head_dim))));
   max_selected = static_cast<int32_t>(c.has_qsa ? c.block_topk() * c.indexer_compress_ratio + c.indexer_compress_ratio - 1 : 1);
   // Scores for every block of the longest context.
   const size_t max_blocks = c.has_qsa ? static_cast<size_t>(c.max_position_embeddings / c.indexer_compress_ratio + 1) : 1;

@@ -24,6 +24,7 @@ struct DecodeWorkspace {
   DeviceBuffer<float> x, y;       // [d]
   DeviceBuffer<float> proj;       // the widest stacked input projection's output
   DeviceBuffer<float> core;       // [max(value_dim, heads * hd)]
+  DeviceBuffer<float> attention_partials;  // launch_attention_decode's split partials
   DeviceBuffer<float> qsa_scores;
   DeviceBuffer<int32_t> qsa_selected, qsa_count;
   DeviceBuffer<int32_t> top_experts;

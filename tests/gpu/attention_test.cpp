@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "cpu/blocks.h"
 #include "cuda/kernels/attention_decode.h"
+#include "cuda/check.h"
 #include "cuda/kernels/dense.h"
 #include "cuda/memory/device_buffer.h"
 #include "gpu_test_util.h"
@@ -125,9 +126,11 @@ void run_case(const Case& t) {
   launch_head_norm_rope(d_qg.data(), 2 * hd, q_norm.device.data(), 1, t.heads, hd, rot, d_pos.data(), d_inv_freq.data(), 1e-6f, nullptr);
   launch_head_norm_rope(d_k.data(), hd, k_norm.device.data(), 1, t.kv_heads, hd, rot, d_pos.data(), d_inv_freq.data(), 1e-6f, nullptr);
   launch_kv_append(pages_desc, d_k.data(), d_v.data(), d_pos.data(), 1, kv_width, nullptr);
+  DeviceBuffer<float> d_workspace(attention_decode_workspace_floats(1, t.heads, hd));
   launch_attention_decode(pages_desc, d_qg.data(), d_qg.data() + hd, 2 * hd, d_pos.data(),
                           t.qsa ? d_sel.data() : nullptr, t.qsa ? d_count.data() : nullptr,
-                          static_cast<int32_t>(selected.size()), 1, t.heads, t.kv_heads, hd, d_attn.data(), nullptr);
+                          static_cast<int32_t>(selected.size()), 1, t.heads, t.kv_heads, hd, d_workspace.data(),
+                          d_attn.data(), nullptr);
   launch_gemv_bf16(o_proj.device.data(), d_attn.data(), 1, t.hidden, t.heads * hd, d_y.data(), nullptr);
   EXPECT_LE(max_rel_diff(d_y.download(), want), t.tolerance);
 }
@@ -137,6 +140,125 @@ void run_case(const Case& t) {
 TEST(GpuAttention, DenseDecodeMatchesCpuAtReleasedShapesFp32Pages) { run_case({2560, 24, 2, 256, 300, 0.25, false, false, 1e-5}); }
 TEST(GpuAttention, DenseDecodeMatchesCpuAtReleasedShapesBf16Pages) { run_case({2560, 24, 2, 256, 300, 0.25, false, true, 1e-3}); }
 TEST(GpuAttention, QsaSelectedDecodeMatchesCpuBeyondTheBudget) { run_case({64, 4, 1, 32, 120, 0.5, true, false, 1e-5}); }
+
+// The attention kernel alone against a double-precision softmax over its own token lists: split counts
+// far above the token count (1 token, a few), long lists (2051 selected tokens), several rows with
+// different counts, GQA groups above one block's 16 heads, head_dim 16/20/128/256/512 (20: scalar loads),
+// bf16 and fp32 pages. The workspace starts as NaN: only what the launch wrote may be read.
+struct KernelCase {
+  int rows, heads, kv_heads, head_dim;
+  bool bf16_pages;
+  bool use_selected;
+  std::vector<int> counts;  // per row: tokens attended (dense: position = count - 1)
+};
+
+void run_kernel_case(const KernelCase& t) {
+  constexpr int kPage = 16;
+  const int hd = t.head_dim, kv_width = t.kv_heads * hd, group = t.heads / t.kv_heads;
+  // Each row owns a token range of `span` tokens (selected lists pick from it), in shuffled pages.
+  int span = 1;
+  for (int c : t.counts) span = std::max(span, t.use_selected ? 2 * c + 7 : c);
+  const int pages_per_row = (span + kPage - 1) / kPage, pages = pages_per_row * t.rows;
+  std::vector<int32_t> pool_pages(static_cast<size_t>(pages));
+  std::iota(pool_pages.begin(), pool_pages.end(), 0);
+  std::shuffle(pool_pages.begin(), pool_pages.end(), rng());
+  const size_t pool_elems = static_cast<size_t>(pages) * kPage * kv_width;
+  std::vector<float> keys = random_floats(pool_elems), values = random_floats(pool_elems);
+  if (t.bf16_pages) {
+    for (float& v : keys) v = round_to_bf16(v);
+    for (float& v : values) v = round_to_bf16(v);
+  }
+  std::vector<float> qg = random_floats(static_cast<size_t>(t.rows) * t.heads * 2 * hd, 0.3f);
+
+  std::vector<int32_t> positions(static_cast<size_t>(t.rows)), counts(static_cast<size_t>(t.rows));
+  int max_selected = 1;
+  for (int c : t.counts) max_selected = std::max(max_selected, c);
+  std::vector<int32_t> selected(static_cast<size_t>(t.rows) * max_selected, 0);
+  std::vector<std::vector<int>> lists(static_cast<size_t>(t.rows));
+  for (int r = 0; r < t.rows; ++r) {
+    const int c = t.counts[static_cast<size_t>(r)];
+    counts[static_cast<size_t>(r)] = c;
+    positions[static_cast<size_t>(r)] = t.use_selected ? span - 1 : c - 1;
+    std::vector<int> all(static_cast<size_t>(t.use_selected ? span : c));
+    std::iota(all.begin(), all.end(), 0);
+    if (t.use_selected) {
+      std::shuffle(all.begin(), all.end(), rng());
+      all.resize(static_cast<size_t>(c));
+      std::sort(all.begin(), all.end());
+    }
+    lists[static_cast<size_t>(r)] = all;
+    for (int n = 0; n < c; ++n) selected[static_cast<size_t>(r) * max_selected + n] = all[static_cast<size_t>(n)];
+  }
+  const std::vector<int32_t> table(pool_pages);  // row r's page p at table[r * pages_per_row + p]
+  auto element = [&](const std::vector<float>& pool, int row, int token, int i) {
+    const int page = table[static_cast<size_t>(row) * pages_per_row + token / kPage];
+    return pool[(static_cast<size_t>(page) * kPage + token % kPage) * kv_width + i];
+  };
+
+  std::vector<float> want(static_cast<size_t>(t.rows) * t.heads * hd);
+  for (int r = 0; r < t.rows; ++r) {
+    const std::vector<int>& list = lists[static_cast<size_t>(r)];
+    for (int h = 0; h < t.heads; ++h) {
+      const int kvh = h / group;
+      const float* qh = qg.data() + (static_cast<size_t>(r) * t.heads + h) * 2 * hd;
+      std::vector<double> score(list.size());
+      double m = -1e300;
+      for (size_t n = 0; n < list.size(); ++n) {
+        double dot = 0.0;
+        for (int i = 0; i < hd; ++i) dot += static_cast<double>(qh[i]) * element(keys, r, list[n], kvh * hd + i);
+        score[n] = dot / std::sqrt(static_cast<double>(hd));
+        m = std::max(m, score[n]);
+      }
+      double total = 0.0;
+      for (double& s : score) total += (s = std::exp(s - m));
+      for (int i = 0; i < hd; ++i) {
+        double o = 0.0;
+        for (size_t n = 0; n < list.size(); ++n) o += score[n] * element(values, r, list[n], kvh * hd + i);
+        const double g = qh[hd + i];
+        want[(static_cast<size_t>(r) * t.heads + h) * hd + i] = static_cast<float>(o / total / (1.0 + std::exp(-g)));
+      }
+    }
+  }
+
+  DeviceBuffer<float> d_keys_f(keys), d_values_f(values);
+  std::vector<uint16_t> keys_b(pool_elems), values_b(pool_elems);
+  std::transform(keys.begin(), keys.end(), keys_b.begin(), f32_to_bf16);
+  std::transform(values.begin(), values.end(), values_b.begin(), f32_to_bf16);
+  DeviceBuffer<uint16_t> d_keys_b(keys_b), d_values_b(values_b);
+  DeviceBuffer<int32_t> d_table(table), d_pos(positions), d_sel(selected), d_count(counts);
+  DeviceBuffer<float> d_qg(qg), d_out(static_cast<size_t>(t.rows) * t.heads * hd);
+  DeviceBuffer<float> d_workspace(attention_decode_workspace_floats(t.rows, t.heads, hd));
+  IMP_CUDA_CHECK(cudaMemset(d_workspace.data(), 0xff, d_workspace.size() * sizeof(float)));  // NaN
+  KvPages desc;
+  desc.keys = t.bf16_pages ? static_cast<void*>(d_keys_b.data()) : d_keys_f.data();
+  desc.values = t.bf16_pages ? static_cast<void*>(d_values_b.data()) : d_values_f.data();
+  desc.page_table = d_table.data();
+  desc.max_pages = pages_per_row;
+  desc.page_size = kPage;
+  desc.bf16 = t.bf16_pages;
+  // Twice: the second launch reuses the first's workspace contents (replays do).
+  for (int pass = 0; pass < 2; ++pass) {
+    launch_attention_decode(desc, d_qg.data(), d_qg.data() + hd, 2 * hd, d_pos.data(), t.use_selected ? d_sel.data() : nullptr,
+                            t.use_selected ? d_count.data() : nullptr, max_selected, t.rows, t.heads, t.kv_heads, hd,
+                            d_workspace.data(), d_out.data(), nullptr);
+    IMP_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_LE(max_rel_diff(d_out.download(), want), 1e-4) << "pass " << pass;
+  }
+}
+
+TEST(GpuAttentionKernel, OneTokenAtReleasedShapes) { run_kernel_case({1, 24, 2, 256, true, false, {1}}); }
+TEST(GpuAttentionKernel, FewTokensManyEmptySplits) { run_kernel_case({1, 4, 1, 16, true, false, {3}}); }
+TEST(GpuAttentionKernel, DenseAtReleasedShapesBf16) { run_kernel_case({1, 24, 2, 256, true, false, {1025}}); }
+TEST(GpuAttentionKernel, DenseAtReleasedShapesFp32) { run_kernel_case({1, 24, 2, 256, false, false, {777}}); }
+TEST(GpuAttentionKernel, Selected2051Tokens) { run_kernel_case({1, 24, 2, 256, true, true, {2051}}); }
+TEST(GpuAttentionKernel, RowsWithDifferentCounts) { run_kernel_case({3, 24, 2, 256, true, false, {1, 300, 17}}); }
+TEST(GpuAttentionKernel, SelectedRowsFp32SmallHeads) { run_kernel_case({2, 8, 2, 32, false, true, {5, 130}}); }
+TEST(GpuAttentionKernel, GroupAbove16Heads) { run_kernel_case({1, 48, 2, 128, true, false, {200}}); }
+TEST(GpuAttentionKernel, HeadDim512Fp32) { run_kernel_case({1, 32, 2, 512, false, false, {90}}); }
+TEST(GpuAttentionKernel, HeadDim20ScalarLoads) {
+  run_kernel_case({1, 6, 3, 20, true, false, {41}});
+  run_kernel_case({1, 6, 3, 20, false, true, {33}});
+}
 
 }  // namespace
 }  // namespace imp::cuda

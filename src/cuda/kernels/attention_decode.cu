@@ -59,66 +59,267 @@ __global__ void kv_append_kernel(KvPages cache, const float* k, const float* v, 
   }
 }
 
-// One block per (row, query head); a single pass with an online softmax. Lanes split the head dimension
-// for the dot products; warps split the tokens and are merged at the end.
-template <bool Bf16>
-__global__ void attention_decode_kernel(KvPages cache, const float* q, const float* gate, int head_stride,
-                                        const int32_t* positions,
-                                        const int32_t* selected, const int32_t* selected_count, int max_selected,
-                                        int heads, int kv_heads, int head_dim, float* out) {
-  __shared__ float q_s[kMaxHeadDim];
-  __shared__ float warp_max[32], warp_sum_s[32];
-  extern __shared__ float acc_s[];  // [warps, head_dim]
-  const int row = blockIdx.y, head = blockIdx.x;
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
-  const int kvh = head / (heads / kv_heads), width = kv_heads * head_dim;
-  const float scale = rsqrtf(static_cast<float>(head_dim));
-  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) q_s[i] = q[(static_cast<size_t>(row) * heads + head) * head_stride + i];
-  __syncthreads();
+// Flash-decoding. Partial kernel: block (split, kv head x head chunk, row) takes one contiguous slice of
+// the row's token list (the count is read on the device, so every split derives its own range; a split past
+// the end writes neutral stats) and serves up to kMaxGroup query heads of one KV head from each K/V load.
+// A tile of `tile` tokens: `lanes` threads per token, each loading its Vec-element chunks of K (kept in
+// registers) and V (staged in shared memory) with 16-byte loads; per query head a sub-warp dot + shuffle
+// reduction gives the scores, one warp per head updates the online softmax, and each thread accumulates
+// its value column(s) for every head of the chunk. Partials: unnormalised acc [hd], running max m and sum l
+// per (row, head, split). The combine kernel rescales the splits to the common max and applies the gate.
+constexpr int kThreads = 256;
+constexpr int kMaxGroup = 16;  // query heads sharing one block's K/V loads
+constexpr int kCols = (kMaxHeadDim + kThreads - 1) / kThreads;  // value columns per thread
+constexpr int kTargetBlocks = 132;  // H200 SMs: splits are chosen so the partial grid fills them once
+constexpr int kMaxSplits = 128;
+constexpr int kCombineThreads = 64;
+constexpr size_t kSharedLimit = 48 * 1024;
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// Vec consecutive elements at `at` as floats: one 16-byte load (bf16 x 8 or fp32 x 4) or scalars (Vec 1).
+template <bool Bf16, int Vec>
+__device__ __forceinline__ void load_chunk(const void* base, size_t at, float* out) {
+  if constexpr (Bf16 && Vec == 8) {
+    const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + at);
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      out[2 * i] = bf16_bits_to_float(w[i] & 0xffffu);
+      out[2 * i + 1] = bf16_bits_to_float(w[i] >> 16);
+    }
+  } else if constexpr (!Bf16 && Vec == 4) {
+    const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(base) + at);
+    out[0] = f.x;
+    out[1] = f.y;
+    out[2] = f.z;
+    out[3] = f.w;
+  } else {
+    static_assert(Vec == 1, "vector width: 8 (bf16), 4 (fp32) or 1");
+    out[0] = load_cache<Bf16>(base, at);
+  }
+}
+
+// Shared memory (floats): p_s [group_chunk, tile] scores then probabilities, v_s [tile, hd], q_s
+// [group_chunk, hd]. tile is a multiple of 4, so v_s and q_s stay 16-byte aligned when hd % 4 == 0.
+__host__ __device__ constexpr size_t partial_shared_floats(int group_chunk, int tile, int hd) {
+  return static_cast<size_t>(group_chunk) * tile + static_cast<size_t>(tile) * hd + static_cast<size_t>(group_chunk) * hd;
+}
+
+template <bool Bf16, int D, int Vec>
+__global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
+    KvPages cache, const float* q, int head_stride, const int32_t* positions, const int32_t* selected,
+    const int32_t* selected_count, int max_selected, int heads, int kv_heads, int hd, int group_chunk, int lanes,
+    int tile, int splits, float* partial_acc, float* partial_stats) {
+  static_assert(D % Vec == 0, "a thread's dims are whole chunks");
+  constexpr int kChunks = D / Vec;
+  extern __shared__ __align__(16) float smem[];
+  __shared__ float m_s[kMaxGroup], l_s[kMaxGroup], corr_s[kMaxGroup];
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
+  const int split = blockIdx.x, row = blockIdx.z;
+  const int group = heads / kv_heads, chunks_per_kv = (group + group_chunk - 1) / group_chunk;
+  const int kvh = blockIdx.y / chunks_per_kv, chunk = blockIdx.y % chunks_per_kv;
+  const int head0 = kvh * group + chunk * group_chunk;
+  const int gn = min(group_chunk, group - chunk * group_chunk);  // heads of this block
+  // Partial slot of head head0 + g: part0 + g * splits.
+  const size_t part0 = (static_cast<size_t>(row) * heads + head0) * splits + split;
 
   const int count = selected ? selected_count[row] : positions[row] + 1;
-  float m = -FLT_MAX, l = 0.0f;
-  float acc[kMaxHeadDim / kWarp];
-  const int per_lane = (head_dim + kWarp - 1) / kWarp;
-  for (int d = 0; d < per_lane; ++d) acc[d] = 0.0f;
-  for (int n = warp; n < count; n += warps) {
-    const int token = selected ? selected[static_cast<size_t>(row) * max_selected + n] : n;
-    const size_t base = cache_index(cache, row, token, kvh * head_dim, width);
-    float dot = 0.0f;
-    for (int d = 0; d < per_lane; ++d) {
-      const int i = lane + d * kWarp;
-      if (i < head_dim) dot += q_s[i] * load_cache<Bf16>(cache.keys, base + i);
+  const int per_split = ((count + splits - 1) / splits + tile - 1) / tile * tile;
+  const int begin = split * per_split, end = min(count, begin + per_split);
+  if (begin >= end) {  // nothing here: neutral stats (the combine skips l == 0 and never reads this acc)
+    if (tid < gn) {
+      partial_stats[2 * (part0 + static_cast<size_t>(tid) * splits)] = -FLT_MAX;
+      partial_stats[2 * (part0 + static_cast<size_t>(tid) * splits) + 1] = 0.0f;
     }
-    const float score = warp_sum(dot) * scale;
-    const float m_new = fmaxf(m, score);
-    const float correction = expf(m - m_new), p = expf(score - m_new);
-    l = l * correction + p;
-    for (int d = 0; d < per_lane; ++d) {
-      const int i = lane + d * kWarp;
-      acc[d] = acc[d] * correction + (i < head_dim ? p * load_cache<Bf16>(cache.values, base + i) : 0.0f);
-    }
-    m = m_new;
+    return;
   }
-  // Merge the warps: rescale each to the block maximum.
-  if (lane == 0) warp_max[warp] = m;
-  __syncthreads();
-  float block_max = -FLT_MAX;
-  for (int w = 0; w < warps; ++w) block_max = fmaxf(block_max, warp_max[w]);
-  const float factor = m == -FLT_MAX ? 0.0f : expf(m - block_max);
-  if (lane == 0) warp_sum_s[warp] = l * factor;
-  for (int d = 0; d < per_lane; ++d) {
-    const int i = lane + d * kWarp;
-    if (i < head_dim) acc_s[warp * head_dim + i] = acc[d] * factor;
+
+  float* p_s = smem;
+  float* v_s = p_s + group_chunk * tile;
+  float* q_s = v_s + tile * hd;
+  for (int i = tid; i < gn * hd; i += kThreads) {
+    q_s[i] = q[(static_cast<size_t>(row) * heads + head0 + i / hd) * head_stride + i % hd];
+  }
+  if (tid < kMaxGroup) {
+    m_s[tid] = -FLT_MAX;
+    l_s[tid] = 0.0f;
+    corr_s[tid] = 1.0f;
   }
   __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < warps; ++w) total += warp_sum_s[w];
-  for (int i = threadIdx.x; i < head_dim; i += blockDim.x) {
-    float sum = 0.0f;
-    for (int w = 0; w < warps; ++w) sum += acc_s[w * head_dim + i];
-    const float g = gate[(static_cast<size_t>(row) * heads + head) * head_stride + i];
-    out[(static_cast<size_t>(row) * heads + head) * head_dim + i] = sum / total * (1.0f / (1.0f + expf(-g)));
+
+  const int t_local = tid / lanes, slice = tid % lanes;  // lanes * tile == kThreads
+  const int width = kv_heads * hd;
+  const float scale = rsqrtf(static_cast<float>(hd));
+  float acc[kMaxGroup][kCols];
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) acc[g][c] = 0.0f;
   }
+
+  for (int start = begin; start < end; start += tile) {
+    const int valid = min(tile, end - start);
+    // K chunks into registers, V chunks into v_s (zeros for tokens past the end).
+    float kreg[D], vreg[D];
+    const bool has = t_local < valid;
+    size_t base = 0;
+    if (has) {
+      const int n = start + t_local;
+      const int token = selected ? selected[static_cast<size_t>(row) * max_selected + n] : n;
+      base = cache_index(cache, row, token, kvh * hd, width);
+    }
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int d0 = (slice + c * lanes) * Vec;
+      if (has && d0 < hd) {
+        load_chunk<Bf16, Vec>(cache.keys, base + d0, kreg + c * Vec);
+        load_chunk<Bf16, Vec>(cache.values, base + d0, vreg + c * Vec);
+      } else {
+#pragma unroll
+        for (int j = 0; j < Vec; ++j) kreg[c * Vec + j] = vreg[c * Vec + j] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const int d0 = (slice + c * lanes) * Vec;
+      if (d0 < hd) {
+#pragma unroll
+        for (int j = 0; j < Vec; ++j) v_s[t_local * hd + d0 + j] = vreg[c * Vec + j];
+      }
+    }
+
+    // Scores: for each head, a dot over the token's `lanes` threads (aligned power-of-two sub-warps).
+    for (int g = 0; g < gn; ++g) {
+      const float* qh = q_s + g * hd;
+      float dot = 0.0f;
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c) {
+        const int d0 = (slice + c * lanes) * Vec;
+        if (d0 < hd) {
+#pragma unroll
+          for (int j = 0; j < Vec; ++j) dot += qh[d0 + j] * kreg[c * Vec + j];
+        }
+      }
+      for (int offset = lanes / 2; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+      if (slice == 0) p_s[g * tile + t_local] = dot * scale;
+    }
+    __syncthreads();
+
+    // Online softmax per head (one warp per head): p_s becomes exp(score - m_new), 0 past the end.
+    for (int g = warp; g < gn; g += kThreads / kWarp) {
+      float* ph = p_s + g * tile;
+      float tile_max = -FLT_MAX;
+      for (int t = lane; t < valid; t += kWarp) tile_max = fmaxf(tile_max, ph[t]);
+      tile_max = warp_max(tile_max);
+      const float m_old = m_s[g];
+      const float m_new = fmaxf(m_old, tile_max);
+      float sum = 0.0f;
+      for (int t = lane; t < tile; t += kWarp) {
+        const float p = t < valid ? expf(ph[t] - m_new) : 0.0f;
+        ph[t] = p;
+        sum += p;
+      }
+      sum = warp_sum(sum);
+      __syncwarp();
+      if (lane == 0) {
+        const float correction = expf(m_old - m_new);
+        corr_s[g] = correction;
+        l_s[g] = l_s[g] * correction + sum;
+        m_s[g] = m_new;
+      }
+    }
+    __syncthreads();
+
+    // Values: thread owns columns tid + c * kThreads of every head; 4 tokens per step (tile % 4 == 0,
+    // rows past `valid` are zero with p = 0).
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g < gn) {
+        const float correction = corr_s[g];
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) acc[g][c] *= correction;
+      }
+    }
+    for (int t = 0; t < valid; t += 4) {
+      float v[kCols][4];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        const int i = tid + c * kThreads;
+#pragma unroll
+        for (int u = 0; u < 4; ++u) v[c][u] = i < hd ? v_s[(t + u) * hd + i] : 0.0f;
+      }
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (g < gn) {
+          const float4 p = *reinterpret_cast<const float4*>(p_s + g * tile + t);
+#pragma unroll
+          for (int c = 0; c < kCols; ++c) acc[g][c] += p.x * v[c][0] + p.y * v[c][1] + p.z * v[c][2] + p.w * v[c][3];
+        }
+      }
+    }
+    __syncthreads();  // v_s, p_s and the stats are rewritten by the next tile
+  }
+
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    const int i = tid + c * kThreads;
+    if (i < hd) {
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (g < gn) partial_acc[(part0 + static_cast<size_t>(g) * splits) * hd + i] = acc[g][c];
+      }
+    }
+  }
+  if (tid < gn) {
+    partial_stats[2 * (part0 + static_cast<size_t>(tid) * splits)] = m_s[tid];
+    partial_stats[2 * (part0 + static_cast<size_t>(tid) * splits) + 1] = l_s[tid];
+  }
+}
+
+// Block (column chunk, head, row): rescale the non-empty splits to the common max, normalise, gate.
+__global__ void __launch_bounds__(kCombineThreads) attention_decode_combine_kernel(
+    const float* gate, int head_stride, int heads, int hd, int splits, const float* partial_acc,
+    const float* partial_stats, float* out) {
+  __shared__ float weight_s[kMaxSplits];
+  __shared__ float total_s;
+  const int head = blockIdx.y, row = blockIdx.z;
+  const size_t part0 = (static_cast<size_t>(row) * heads + head) * splits;
+  if (threadIdx.x < kWarp) {
+    const int lane = threadIdx.x;
+    float m = -FLT_MAX;
+    for (int s = lane; s < splits; s += kWarp) {
+      if (partial_stats[2 * (part0 + s) + 1] > 0.0f) m = fmaxf(m, partial_stats[2 * (part0 + s)]);
+    }
+    m = warp_max(m);
+    float total = 0.0f;
+    for (int s = lane; s < splits; s += kWarp) {
+      const float l = partial_stats[2 * (part0 + s) + 1];
+      const float w = l > 0.0f ? expf(partial_stats[2 * (part0 + s)] - m) : 0.0f;
+      weight_s[s] = w;
+      total += l * w;
+    }
+    total = warp_sum(total);
+    if (lane == 0) total_s = total;
+  }
+  __syncthreads();
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= hd) return;
+  float sum = 0.0f;
+  for (int s = 0; s < splits; ++s) {
+    const float w = weight_s[s];
+    if (w != 0.0f) sum += w * partial_acc[(part0 + s) * hd + i];
+  }
+  const float g = gate[(static_cast<size_t>(row) * heads + head) * head_stride + i];
+  out[(static_cast<size_t>(row) * heads + head) * hd + i] = sum / total_s * (1.0f / (1.0f + expf(-g)));
+}
+
+int max_splits_for_rows(int rows) {
+  const int splits = (kTargetBlocks + rows - 1) / rows;
+  return splits < 1 ? 1 : (splits > kMaxSplits ? kMaxSplits : splits);
 }
 
 }  // namespace
@@ -139,22 +340,96 @@ void launch_kv_append(const KvPages& cache, const float* k, const float* v, cons
   IMP_CUDA_CHECK_LAUNCH();
 }
 
+size_t attention_decode_workspace_floats(int32_t rows, int32_t heads, int32_t head_dim) {
+  return static_cast<size_t>(rows) * heads * max_splits_for_rows(rows) * (static_cast<size_t>(head_dim) + 2);
+}
+
+namespace {
+
+struct PartialArgs {
+  KvPages cache;
+  const float* q;
+  int head_stride;
+  const int32_t* positions;
+  const int32_t* selected;
+  const int32_t* selected_count;
+  int max_selected, heads, kv_heads, hd, group_chunk, lanes, tile, splits;
+  float* partial_acc;
+  float* partial_stats;
+};
+
+template <bool Bf16, int D, int Vec>
+void launch_partial(const PartialArgs& a, dim3 grid, size_t shared, cudaStream_t stream) {
+  attention_decode_partial_kernel<Bf16, D, Vec><<<grid, kThreads, shared, stream>>>(
+      a.cache, a.q, a.head_stride, a.positions, a.selected, a.selected_count, a.max_selected, a.heads, a.kv_heads, a.hd,
+      a.group_chunk, a.lanes, a.tile, a.splits, a.partial_acc, a.partial_stats);
+}
+
+template <bool Bf16, int Vec>
+void launch_partial_d(int d, const PartialArgs& a, dim3 grid, size_t shared, cudaStream_t stream) {
+  if (d == 8) {
+    launch_partial<Bf16, 8, Vec>(a, grid, shared, stream);
+  } else if (d == 16) {
+    launch_partial<Bf16, 16, Vec>(a, grid, shared, stream);
+  } else {
+    launch_partial<Bf16, 32, Vec>(a, grid, shared, stream);
+  }
+}
+
+}  // namespace
+
 void launch_attention_decode(const KvPages& cache, const float* q, const float* gate, int32_t head_stride,
                              const int32_t* positions,
                              const int32_t* selected, const int32_t* selected_count, int32_t max_selected,
-                             int32_t rows, int32_t heads, int32_t kv_heads, int32_t head_dim, float* out,
-                             cudaStream_t stream) {
-  if (head_dim > kMaxHeadDim || heads % kv_heads != 0) throw_invalid_launch("attention decode: head_dim above 512 or heads not a multiple of kv heads");
-  constexpr int kWarps = 8;
-  const size_t shared = static_cast<size_t>(kWarps) * head_dim * sizeof(float);
-  const dim3 grid(heads, rows);
-  if (cache.bf16) {
-    attention_decode_kernel<true><<<grid, kWarps * kWarp, shared, stream>>>(cache, q, gate, head_stride, positions, selected, selected_count,
-                                                                             max_selected, heads, kv_heads, head_dim, out);
-  } else {
-    attention_decode_kernel<false><<<grid, kWarps * kWarp, shared, stream>>>(cache, q, gate, head_stride, positions, selected, selected_count,
-                                                                              max_selected, heads, kv_heads, head_dim, out);
+                             int32_t rows, int32_t heads, int32_t kv_heads, int32_t head_dim, float* workspace,
+                             float* out, cudaStream_t stream) {
+  if (head_dim < 1 || head_dim > kMaxHeadDim || kv_heads < 1 || heads % kv_heads != 0) {
+    throw_invalid_launch("attention decode: head_dim outside [1, 512] or heads not a multiple of kv heads");
   }
+  if (rows < 1) return;
+  if (workspace == nullptr) throw_invalid_launch("attention decode: no workspace");
+  // Threads per token: the power of two covering head_dim in D-element slices (at most 16 per token).
+  const int d = head_dim <= 128 ? 8 : (head_dim <= 256 ? 16 : 32);
+  int lanes = 1;
+  while (lanes * d < head_dim) lanes *= 2;
+  const int tile = kThreads / lanes;
+  // 16-byte loads when every chunk is whole and the pools are aligned; scalar loads otherwise.
+  const int vec_elems = cache.bf16 ? 8 : 4;
+  const bool aligned = reinterpret_cast<uintptr_t>(cache.keys) % 16 == 0 && reinterpret_cast<uintptr_t>(cache.values) % 16 == 0;
+  const bool vector = aligned && head_dim % vec_elems == 0;
+  // Query heads per block: the whole GQA group (up to 16) while the shared memory stays within 48 KB.
+  const int group = heads / kv_heads;
+  int group_chunk = group < kMaxGroup ? group : kMaxGroup;
+  while (group_chunk > 1 && partial_shared_floats(group_chunk, tile, head_dim) * sizeof(float) > kSharedLimit) {
+    group_chunk = (group_chunk + 1) / 2;
+  }
+  const size_t shared = partial_shared_floats(group_chunk, tile, head_dim) * sizeof(float);
+  const int chunks_per_kv = (group + group_chunk - 1) / group_chunk;
+  const int base_blocks = rows * kv_heads * chunks_per_kv;
+  int splits = (kTargetBlocks + base_blocks - 1) / base_blocks;
+  splits = splits < 1 ? 1 : (splits > max_splits_for_rows(rows) ? max_splits_for_rows(rows) : splits);
+
+  PartialArgs a{cache, q, head_stride, positions, selected, selected_count, max_selected, heads, kv_heads, head_dim,
+                group_chunk, lanes, tile, splits, workspace,
+                workspace + static_cast<size_t>(rows) * heads * splits * head_dim};
+  const dim3 grid(splits, kv_heads * chunks_per_kv, rows);
+  if (cache.bf16) {
+    if (vector) {
+      launch_partial_d<true, 8>(d, a, grid, shared, stream);
+    } else {
+      launch_partial_d<true, 1>(d, a, grid, shared, stream);
+    }
+  } else {
+    if (vector) {
+      launch_partial_d<false, 4>(d, a, grid, shared, stream);
+    } else {
+      launch_partial_d<false, 1>(d, a, grid, shared, stream);
+    }
+  }
+  IMP_CUDA_CHECK_LAUNCH();
+  const dim3 combine_grid((head_dim + kCombineThreads - 1) / kCombineThreads, heads, rows);
+  attention_decode_combine_kernel<<<combine_grid, kCombineThreads, 0, stream>>>(gate, head_stride, heads, head_dim, splits,
+                                                                                 a.partial_acc, a.partial_stats, out);
   IMP_CUDA_CHECK_LAUNCH();
 }
 

@@ -9,6 +9,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace imp::cuda {
@@ -36,10 +37,19 @@ void launch_kv_append(const KvPages& cache, const float* k, const float* v, cons
 // out [rows, heads * head_dim] = sigmoid(gate) * softmax(q k^T / sqrt(head_dim)) v over tokens
 // 0..positions[row] (selected == nullptr) or over selected[row, 0..selected_count[row]). Query and gate
 // head (row, h) start at q / gate + (row * heads + h) * head_stride.
+// Flash-decoding: each (row, KV head) splits its token list over a fixed number of blocks chosen here from
+// rows * heads (the count is read on the device, so a captured graph replays at any length); each block
+// serves all query heads of its GQA group from one K/V load (16-byte loads when head_dim is a multiple of 8
+// for bf16 pages, 4 for fp32, and the pools are 16-byte aligned), then a second kernel merges the splits.
+// workspace: fp32 scratch of attention_decode_workspace_floats(rows, heads, head_dim) elements (any
+// contents; only read after this call's own writes).
 void launch_attention_decode(const KvPages& cache, const float* q, const float* gate, int32_t head_stride,
                              const int32_t* positions,
                              const int32_t* selected, const int32_t* selected_count, int32_t max_selected,
-                             int32_t rows, int32_t heads, int32_t kv_heads, int32_t head_dim, float* out,
-                             cudaStream_t stream);
+                             int32_t rows, int32_t heads, int32_t kv_heads, int32_t head_dim, float* workspace,
+                             float* out, cudaStream_t stream);
+
+// Floats of scratch launch_attention_decode needs for `rows` rows of `heads` query heads.
+size_t attention_decode_workspace_floats(int32_t rows, int32_t heads, int32_t head_dim);
 
 }  // namespace imp::cuda
