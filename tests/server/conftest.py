@@ -1,6 +1,6 @@
 """Starts `imp serve` on the chat_tiny fixture and hands tests an official `openai` client for it.
 
-The binary comes from $IMP_BINARY (CTest sets it) or build/cpu/bin/imp. Servers listen on a free port
+The binary comes from $IMP_BINARY (CTest sets it) or build/cpu/bin/imp, the backend from $IMP_BACKEND. Servers listen on a free port
 (--port 0; the port is read from the log) so suites can run side by side.
 """
 import json
@@ -26,12 +26,17 @@ def imp_binary() -> str:
     return os.environ.get("IMP_BINARY", str(ROOT / "build" / "cpu" / "bin" / "imp"))
 
 
+def backend() -> str:
+    """$IMP_BACKEND (cpu by default; cuda on the GPU machine)."""
+    return os.environ.get("IMP_BACKEND", "cpu")
+
+
 class ServerProcess:
     """One `imp serve` process; its log (stderr) goes to a file the tests can read."""
 
     def __init__(self, *extra_args: str, api_key: str | None = API_KEY):
         self.log_file = tempfile.NamedTemporaryFile(prefix="imp_serve_", suffix=".log", delete=False)
-        args = [imp_binary(), "serve", "--model", str(MODEL_DIR), "--port", "0", *extra_args]
+        args = [imp_binary(), "serve", "--model", str(MODEL_DIR), "--port", "0", "--backend", backend(), *extra_args]
         if api_key:
             args += ["--api-key", api_key]
         self.api_key = api_key
