@@ -11,7 +11,7 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
 echo "== gpu tests"
-build/cuda/tests/imp_gpu_tests 2>&1 > "$out/gpu_tests.log"; echo "gpu tests rc=$?"
+build/cuda/tests/imp_gpu_tests > "$out/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"
 grep -E "golden-cuda|FAILED|PASSED|tests ran" "$out/gpu_tests.log" | tail -30
 echo "== imp bench: full-scale dummy weights"
 build/cuda/bin/imp bench --dummy bench/configs/qwen3.8-flash-next.json --backend cuda ${IMP_BENCH_ARGS:-} \
