@@ -245,5 +245,30 @@ TEST(GpuKernels, ArgmaxMatchesTheCpuSamplerWithTies) {
   EXPECT_EQ(got[2], vocab - 1);
 }
 
+// The argmax splits each row over a cluster of 8 blocks (slices of ceil(vocab / 8)): ties planted on both
+// sides of slice boundaries, in far-apart slices, a row of equal values, and rows shorter than the cluster.
+TEST(GpuKernels, ArgmaxTiesAcrossBlockSlices) {
+  for (const int vocab : {248320, 248321, 1000, 5, 1}) {
+    const int rows = 4, slice = (vocab + 7) / 8;
+    auto logits = random_floats(static_cast<size_t>(rows) * vocab, 1.0f);
+    auto at = [&](int r, int i) -> float& { return logits[static_cast<size_t>(r) * vocab + static_cast<size_t>(std::min(i, vocab - 1))]; };
+    at(0, slice) = at(0, slice - 1) = 9.0f;              // boundary of slices 0 and 1
+    at(1, 7 * slice) = at(1, 3 * slice + 2) = 9.0f;      // slices 3 and 7
+    for (int i = 0; i < vocab; ++i) at(2, i) = -2.5f;    // all equal: index 0
+    at(3, vocab - 1) = 9.0f;
+    at(3, 2 * slice) = 9.0f;
+    DeviceBuffer<float> d_logits(logits);
+    DeviceBuffer<int32_t> d_tokens(static_cast<size_t>(rows));
+    launch_argmax(d_logits.data(), rows, vocab, d_tokens.data(), nullptr);
+    const auto got = d_tokens.download();
+    for (int r = 0; r < rows; ++r) {
+      EXPECT_EQ(got[static_cast<size_t>(r)],
+                runtime::argmax(std::span<const float>(logits).subspan(static_cast<size_t>(r) * vocab, vocab)))
+          << "vocab " << vocab << " row " << r;
+    }
+    EXPECT_EQ(got[2], 0) << "vocab " << vocab;
+  }
+}
+
 }  // namespace
 }  // namespace imp::cuda

@@ -8,7 +8,7 @@
 
 namespace imp::cuda {
 
-// tokens[row] = argmax of logits [rows, vocab].
+// tokens[row] = argmax of logits [rows, vocab] (rows <= 65535): a cluster of 8 blocks per row.
 void launch_argmax(const float* logits, int32_t rows, int32_t vocab, int32_t* tokens, cudaStream_t stream);
 
 // positions[row] += 1: the end of a decode step that feeds its own greedy token back (device-driven loops).
