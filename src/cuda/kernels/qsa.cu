@@ -8,6 +8,8 @@ namespace imp::cuda {
 namespace {
 
 constexpr int kThreads = 1024;
+constexpr int kScoreThreads = 256;
+constexpr int kScoreBlocks = 128;  // 1024 warps: 8 block keys each at 32K context
 
 // One warp per block key.
 __global__ void qsa_block_keys_kernel(const float* raw_keys, int first_block, int last_block, int ratio, int dim,
@@ -36,20 +38,16 @@ __device__ __forceinline__ uint32_t order_key(float f) {
   return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
 }
 
-__global__ void __launch_bounds__(kThreads) qsa_select_kernel(const float* queries, int heads, int dim,
-                                                             const float* block_keys, const int32_t* positions,
-                                                             int ratio, int block_topk, float* scores,
-                                                             int32_t* selected, int32_t* selected_count) {
-  __shared__ uint32_t histogram[256];
-  __shared__ uint32_t prefix, remaining;
-  __shared__ int chunk_kept[kThreads], chunk_ties[kThreads];
-  const int visible = positions[0] + 1, blocks = visible / ratio;
-  const int keep = min(block_topk, blocks);  // blocks kept before the tail
-  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, warps = blockDim.x / kWarp;
+// Scores, spread over the grid: one warp per block key (warp-strided over every warp of the grid), the
+// same per-key arithmetic as ever (lane-strided dot per head, warp sum, relu, sum over heads).
+__global__ void __launch_bounds__(kScoreThreads) qsa_score_kernel(const float* queries, int heads, int dim,
+                                                                  const float* block_keys, const int32_t* positions,
+                                                                  int ratio, float* scores) {
+  const int blocks = (positions[0] + 1) / ratio;
+  const int lane = threadIdx.x % kWarp;
+  const int warps = gridDim.x * (kScoreThreads / kWarp);
   const float inv_sqrt_dim = rsqrtf(static_cast<float>(dim));
-
-  // Scores: one warp per block.
-  for (int b = warp; b < blocks; b += warps) {
+  for (int b = blockIdx.x * (kScoreThreads / kWarp) + static_cast<int>(threadIdx.x) / kWarp; b < blocks; b += warps) {
     float score = 0.0f;
     for (int h = 0; h < heads; ++h) {
       float dot = 0.0f;
@@ -58,7 +56,46 @@ __global__ void __launch_bounds__(kThreads) qsa_select_kernel(const float* queri
     }
     if (lane == 0) scores[b] = score * inv_sqrt_dim;
   }
+}
+
+// Exclusive prefix sum of v over the block (blockDim.x == kThreads); total gets the block's sum.
+// scratch: kThreads / kWarp + 1 ints. Every thread must call it.
+__device__ __forceinline__ int block_exclusive_scan(int v, int* scratch, int& total) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  int inclusive = v;
+  for (int o = 1; o < kWarp; o *= 2) {
+    const int t = __shfl_up_sync(0xffffffffu, inclusive, o);
+    if (lane >= o) inclusive += t;
+  }
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == kWarp - 1) scratch[warp] = inclusive;
   __syncthreads();
+  if (warp == 0) {
+    const int w = lane < kThreads / kWarp ? scratch[lane] : 0;
+    int wi = w;
+    for (int o = 1; o < kWarp; o *= 2) {
+      const int t = __shfl_up_sync(0xffffffffu, wi, o);
+      if (lane >= o) wi += t;
+    }
+    __syncwarp();
+    if (lane < kThreads / kWarp) scratch[lane] = wi - w;
+    if (lane == kWarp - 1) scratch[kThreads / kWarp] = wi;
+  }
+  __syncthreads();
+  total = scratch[kThreads / kWarp];
+  return scratch[warp] + inclusive - v;
+}
+
+// The selection over the scores written by qsa_score_kernel: one block.
+__global__ void __launch_bounds__(kThreads) qsa_select_kernel(const int32_t* positions, int ratio, int block_topk,
+                                                             const float* scores, int32_t* selected,
+                                                             int32_t* selected_count) {
+  __shared__ uint32_t histogram[256];
+  __shared__ uint32_t prefix, remaining;
+  __shared__ int scan_scratch[kThreads / kWarp + 1];
+  const int visible = positions[0] + 1, blocks = visible / ratio;
+  const int keep = min(block_topk, blocks);  // blocks kept before the tail
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
 
   // Radix select of the keep-th largest key, 8 bits at a time from the top.
   if (threadIdx.x == 0) {
@@ -74,15 +111,34 @@ __global__ void __launch_bounds__(kThreads) qsa_select_kernel(const float* queri
       if ((key & mask) == (prefix & mask)) atomicAdd(&histogram[(key >> shift) & 0xffu], 1u);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-      uint32_t need = remaining;
-      for (int digit = 255; digit >= 0; --digit) {
-        if (histogram[digit] >= need) {
-          prefix |= static_cast<uint32_t>(digit) << shift;
-          remaining = need;
-          break;
+    // The highest digit whose count from the top reaches `remaining` (as a walk down from digit 255 would
+    // find): lane l holds digits 255 - 8l .. 248 - 8l, a warp scan gives the counts above each lane.
+    if (warp == 0) {
+      const uint32_t need = remaining;
+      __syncwarp();
+      uint32_t local[8], sum = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        local[j] = histogram[255 - (lane * 8 + j)];
+        sum += local[j];
+      }
+      uint32_t inclusive = sum;
+      for (int o = 1; o < kWarp; o *= 2) {
+        const uint32_t t = __shfl_up_sync(0xffffffffu, inclusive, o);
+        if (lane >= o) inclusive += t;
+      }
+      const uint32_t before = inclusive - sum;
+      if (before < need && need <= inclusive) {  // exactly one lane
+        uint32_t n = need - before;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          if (local[j] >= n) {
+            prefix |= static_cast<uint32_t>(255 - (lane * 8 + j)) << shift;
+            remaining = n;
+            break;
+          }
+          n -= local[j];
         }
-        need -= histogram[digit];
       }
     }
     __syncthreads();
@@ -97,25 +153,16 @@ __global__ void __launch_bounds__(kThreads) qsa_select_kernel(const float* queri
     above += key > prefix;
     ties += key == prefix;
   }
-  chunk_kept[threadIdx.x] = above;
-  chunk_ties[threadIdx.x] = ties;
-  __syncthreads();
-  if (threadIdx.x == 0) {  // exclusive scans; ties become "ties this thread may keep"
-    int kept_before = 0, ties_before = 0;
-    for (int t = 0; t < static_cast<int>(blockDim.x); ++t) {
-      const int a = chunk_kept[t], e = chunk_ties[t];
-      const int allowed = max(0, min(e, static_cast<int>(remaining) - ties_before));
-      chunk_kept[t] = kept_before;
-      chunk_ties[t] = allowed;
-      kept_before += a + allowed;
-      ties_before += e;
-    }
+  // Exclusive scans; ties become "ties this thread may keep" (the first `remaining` ties in block order).
+  int ties_total = 0, kept_total = 0;
+  const int ties_before = block_exclusive_scan(ties, scan_scratch, ties_total);
+  int allowed = max(0, min(ties, static_cast<int>(remaining) - ties_before));
+  int slot = block_exclusive_scan(above + allowed, scan_scratch, kept_total);
+  if (threadIdx.x == 0) {
     const int tail = visible - blocks * ratio;
-    for (int p = 0; p < tail; ++p) selected[kept_before * ratio + p] = blocks * ratio + p;
-    *selected_count = kept_before * ratio + tail;
+    for (int p = 0; p < tail; ++p) selected[kept_total * ratio + p] = blocks * ratio + p;
+    *selected_count = kept_total * ratio + tail;
   }
-  __syncthreads();
-  int slot = chunk_kept[threadIdx.x], allowed = chunk_ties[threadIdx.x];
   for (int b = b_begin; b < b_end && keep > 0; ++b) {
     const uint32_t key = order_key(scores[b]);
     if (key > prefix || (key == prefix && allowed-- > 0)) {
@@ -180,8 +227,9 @@ void launch_qsa_block_keys(const float* raw_keys, int32_t first_block, int32_t l
 void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const float* block_keys,
                        const int32_t* positions, int32_t ratio, int32_t block_topk, float* scores, int32_t* selected, int32_t* selected_count,
                        cudaStream_t stream) {
-  qsa_select_kernel<<<1, kThreads, 0, stream>>>(queries, heads, dim, block_keys, positions, ratio, block_topk, scores,
-                                                selected, selected_count);
+  qsa_score_kernel<<<kScoreBlocks, kScoreThreads, 0, stream>>>(queries, heads, dim, block_keys, positions, ratio, scores);
+  IMP_CUDA_CHECK_LAUNCH();
+  qsa_select_kernel<<<1, kThreads, 0, stream>>>(positions, ratio, block_topk, scores, selected, selected_count);
   IMP_CUDA_CHECK_LAUNCH();
 }
 

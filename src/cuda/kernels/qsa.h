@@ -30,7 +30,8 @@ void launch_qsa_block_key_step(const float* raw_keys, const int32_t* positions, 
 
 // One row at positions[0] (device memory, so a captured graph replays at any length): queries [heads, dim]
 // (normed, rotated); blocks = complete blocks of the visible tokens (position + 1) / ratio; scores scratch [blocks]. Writes selected [block_topk * ratio + ratio - 1] and
-// its count. One block of threads does the whole selection (a radix select on the score bits).
+// its count. A grid-wide kernel writes the scores, then one block of threads does the selection (a radix
+// select on the score bits, parallel scans).
 void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const float* block_keys,
                        const int32_t* positions, int32_t ratio, int32_t block_topk, float* scores, int32_t* selected, int32_t* selected_count,
                        cudaStream_t stream);
