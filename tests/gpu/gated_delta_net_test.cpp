@@ -79,6 +79,10 @@ void run_case(int hidden, int key_heads, int value_heads, int key_dim, int value
 
 TEST(GpuGatedDeltaNet, DecodeStepMatchesCpuAtReleasedShapes) { run_case(2560, 16, 48, 128, 128, true); }
 TEST(GpuGatedDeltaNet, DecodeStepMatchesCpuAtSmallShapesWithSiluGate) { run_case(64, 2, 6, 16, 16, false); }
+// The step splits the key rows over slices of threads: rows not a multiple of the 16-row slice, and a wide
+// value head (one slice of 40 rows: the rows past the register cache are read twice).
+TEST(GpuGatedDeltaNet, DecodeStepMatchesCpuWithUnevenKeySlices) { run_case(64, 2, 4, 40, 96, true); }
+TEST(GpuGatedDeltaNet, DecodeStepMatchesCpuWithWideValueHeads) { run_case(64, 1, 2, 40, 640, false); }
 
 }  // namespace
 }  // namespace imp::cuda

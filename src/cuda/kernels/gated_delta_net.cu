@@ -1,5 +1,7 @@
 #include "cuda/kernels/gated_delta_net.h"
 
+#include <algorithm>
+
 #include "cuda/check.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
@@ -7,7 +9,9 @@
 namespace imp::cuda {
 namespace {
 
-constexpr int kMaxDim = 1024;  // one thread per value column; q and k staged in shared memory
+constexpr int kMaxDim = 1024;  // q and k staged in shared memory
+constexpr int kStepThreads = 1024;  // recurrent step: value columns x key slices
+constexpr int kCacheRows = 16;  // state rows per thread kept in registers between read and write
 
 __global__ void gdn_conv_step_kernel(GatedDeltaNetShape shape, const uint16_t* conv_w, float* mixed, float* state,
                                      int channels) {
@@ -36,15 +40,22 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return total;
 }
 
-// Block (value head h, row): thread j owns value column j of the head's state.
-__global__ void gdn_recurrent_step_kernel(GatedDeltaNetShape shape,
+// Block (value head h, row): cols x slices threads; thread (s, j) owns value column j for the key rows
+// [s * rows_per, (s + 1) * rows_per) of the head's state (the first kCacheRows of them held in registers
+// between the read and the write, so the state is read once and written once). The slices' partial
+// S^T k and S^T q meet in shared memory; every thread of a column then applies the same delta.
+__global__ void __launch_bounds__(kStepThreads) gdn_recurrent_step_kernel(GatedDeltaNetShape shape,
                                                                          GatedDeltaNetWeightsDevice w,
                                                                          const float* mixed, const float* z,
                                                                          const float* b, const float* a,
-                                                                         float* recurrent, float* out) {
+                                                                         float* recurrent, float* out, int cols,
+                                                                         int slices) {
   __shared__ float q[kMaxDim], k[kMaxDim];
-  __shared__ float scratch[kMaxDim / kWarp];
-  const int h = blockIdx.x, row = blockIdx.y, j = threadIdx.x;
+  __shared__ float scratch[kStepThreads / kWarp];
+  __shared__ float part_kv[kStepThreads], part_sq[kStepThreads];
+  __shared__ float kq_s;
+  const int h = blockIdx.x, row = blockIdx.y, tid = threadIdx.x;
+  const int j = tid % cols, slice = tid / cols;
   const int dk = shape.key_dim, dv = shape.value_dim, hv = shape.value_heads;
   const bool active = j < dv;
   const int kh = h / (hv / shape.key_heads);
@@ -53,7 +64,7 @@ __global__ void gdn_recurrent_step_kernel(GatedDeltaNetShape shape,
 
   // q and k of the key head, L2-normalised (eps on the sum, as the reference), q also by 1/sqrt(dk).
   float qq = 0.0f, kk = 0.0f;
-  for (int i = j; i < dk; i += blockDim.x) {
+  for (int i = tid; i < dk; i += blockDim.x) {
     q[i] = x[kh * dk + i];
     k[i] = x[key_total + kh * dk + i];
     qq += q[i] * q[i];
@@ -63,38 +74,74 @@ __global__ void gdn_recurrent_step_kernel(GatedDeltaNetShape shape,
   kk = block_sum(kk, scratch);
   const float q_scale = rsqrtf(qq + 1e-6f) * rsqrtf(static_cast<float>(dk));
   const float k_scale = rsqrtf(kk + 1e-6f);
-  for (int i = j; i < dk; i += blockDim.x) {
+  for (int i = tid; i < dk; i += blockDim.x) {
     q[i] *= q_scale;
     k[i] *= k_scale;
   }
   __syncthreads();
+  if (tid < kWarp) {  // k . q, for o = S'^T q = S^T q + delta (k . q)
+    float kq = 0.0f;
+    for (int i = tid; i < dk; i += kWarp) kq += k[i] * q[i];
+    kq = warp_sum(kq);
+    if (tid == 0) kq_s = kq;
+  }
 
   const float beta = sigmoidf(b[row * hv + h]);
   const float a_in = a[row * hv + h] + bf16_bits_to_float(w.dt_bias[h]);
   const float softplus = a_in > 20.0f ? a_in : log1pf(expf(a_in));
   const float decay = expf(-expf(bf16_bits_to_float(w.a_log[h])) * softplus);
 
-  // Pass 1 over the column: the decayed state's S^T k and S^T q. Pass 2 writes S' = s + k delta^T, and
-  // o = S'^T q = S^T q + delta (k . q). Coalesced: thread j reads column j of each row i.
+  // Pass 1: this slice's share of the decayed state's S^T k and S^T q (coalesced: a warp reads 32
+  // consecutive columns of one state row).
   float* S = recurrent + (static_cast<size_t>(row) * hv + h) * dk * dv;
-  float o = 0.0f;
+  const int rows_per = (dk + slices - 1) / slices;
+  const int i0 = slice * rows_per, i1 = min(dk, i0 + rows_per);
+  float cached[kCacheRows];
+  float kv = 0.0f, sq = 0.0f;
   if (active) {
-    float kv = 0.0f, sq = 0.0f, kq = 0.0f;
-    for (int i = 0; i < dk; ++i) {
-      const float s = S[i * dv + j] * decay;
-      kv += s * k[i];
-      sq += s * q[i];
-      kq += k[i] * q[i];
+#pragma unroll
+    for (int r = 0; r < kCacheRows; ++r) {
+      if (i0 + r < i1) cached[r] = S[(i0 + r) * dv + j];
     }
-    const float v = x[2 * key_total + h * dv + j];
-    const float delta = beta * (v - kv);
-    for (int i = 0; i < dk; ++i) S[i * dv + j] = S[i * dv + j] * decay + k[i] * delta;
-    o = sq + delta * kq;
+#pragma unroll
+    for (int r = 0; r < kCacheRows; ++r) {
+      if (i0 + r < i1) {
+        const float sv = cached[r] * decay;
+        kv += sv * k[i0 + r];
+        sq += sv * q[i0 + r];
+      }
+    }
+    for (int i = i0 + kCacheRows; i < i1; ++i) {
+      const float sv = S[i * dv + j] * decay;
+      kv += sv * k[i];
+      sq += sv * q[i];
+    }
+  }
+  part_kv[tid] = kv;
+  part_sq[tid] = sq;
+  __syncthreads();
+  float kv_total = 0.0f, sq_total = 0.0f;
+  for (int t = 0; t < slices; ++t) {
+    kv_total += part_kv[t * cols + j];
+    sq_total += part_sq[t * cols + j];
   }
 
-  // Gated RMSNorm over the head's value_dim outputs.
-  const float mean_sq = block_sum(o * o, scratch) / static_cast<float>(dv);
-  if (!active) return;
+  // Pass 2: S' = e^g S + k delta^T on this slice's rows; o from the column totals.
+  float o = 0.0f;
+  if (active) {
+    const float v = x[2 * key_total + h * dv + j];
+    const float delta = beta * (v - kv_total);
+#pragma unroll
+    for (int r = 0; r < kCacheRows; ++r) {
+      if (i0 + r < i1) S[(i0 + r) * dv + j] = cached[r] * decay + k[i0 + r] * delta;
+    }
+    for (int i = i0 + kCacheRows; i < i1; ++i) S[i * dv + j] = S[i * dv + j] * decay + k[i] * delta;
+    o = sq_total + delta * kq_s;
+  }
+
+  // Gated RMSNorm over the head's value_dim outputs (slice 0 holds them).
+  const float mean_sq = block_sum(slice == 0 ? o * o : 0.0f, scratch) / static_cast<float>(dv);
+  if (!active || slice != 0) return;
   const float gate = z[(static_cast<size_t>(row) * hv + h) * dv + j];
   const float act = shape.sigmoid_gate ? sigmoidf(gate) : gate * sigmoidf(gate);
   out[(static_cast<size_t>(row) * hv + h) * dv + j] =
@@ -118,9 +165,12 @@ void launch_gdn_recurrent_step(const GatedDeltaNetShape& shape, const GatedDelta
   if (shape.value_dim > kMaxDim || shape.key_dim > kMaxDim || shape.value_heads % shape.key_heads != 0) {
     throw_invalid_launch("gdn recurrent step: head dims above 1024, or value heads not a multiple of key heads");
   }
-  const int threads = (shape.value_dim + kWarp - 1) / kWarp * kWarp;
-  gdn_recurrent_step_kernel<<<dim3(shape.value_heads, rows), threads, 0, stream>>>(shape, w, mixed, z, b, a,
-                                                                                    recurrent, out);
+  // Value columns (rounded to warps) times key slices of up to kCacheRows rows, within 1024 threads.
+  const int cols = (shape.value_dim + kWarp - 1) / kWarp * kWarp;
+  const int wanted = (shape.key_dim + kCacheRows - 1) / kCacheRows;
+  const int slices = std::max(1, std::min(kStepThreads / cols, wanted));
+  gdn_recurrent_step_kernel<<<dim3(shape.value_heads, rows), cols * slices, 0, stream>>>(shape, w, mixed, z, b, a,
+                                                                                        recurrent, out, cols, slices);
   IMP_CUDA_CHECK_LAUNCH();
 }
 

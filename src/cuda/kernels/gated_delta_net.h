@@ -33,7 +33,7 @@ void launch_gdn_conv_step(const GatedDeltaNetShape& shape, const GatedDeltaNetWe
 
 // z [rows, value_heads * value_dim], b and a [rows, value_heads]; recurrent [rows, value_heads, key_dim,
 // value_dim] fp32 is updated in place; out [rows, value_heads * value_dim] receives the gated-normed output.
-// Head dims up to 1024. One block per (value head, row), one thread per value column.
+// Head dims up to 1024. One block per (value head, row): value columns x key slices (up to 1024 threads).
 void launch_gdn_recurrent_step(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,
                                const float* mixed, const float* z, const float* b, const float* a, float* recurrent,
                                float* out, int32_t rows, cudaStream_t stream);
