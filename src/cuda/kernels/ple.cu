@@ -24,19 +24,31 @@ __global__ void ple_gather_kernel(PleTableDevice table, const int64_t* ids, int 
   }
 }
 
-// One warp per (row, stream).
-__global__ void ple_gate_kernel(const float* key, const float* query, const float* value, int streams, int d,
-                                float* gated) {
-  const int row = blockIdx.y, s = blockIdx.x, lane = threadIdx.x;
+// One block per (row, stream): a block-wide dot, then every thread scales its share of the value.
+constexpr int kGateThreads = 256;
+
+__global__ void __launch_bounds__(kGateThreads) ple_gate_kernel(const float* key, const float* query, const float* value,
+                                                               int streams, int d, float* gated) {
+  __shared__ float partial[kGateThreads / kWarp];
+  __shared__ float gate_s;
+  const int row = blockIdx.y, s = blockIdx.x, lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const size_t base = (static_cast<size_t>(row) * streams + s) * d;
   float dot = 0.0f;
-  for (int j = lane; j < d; j += kWarp) dot += key[base + j] * query[base + j];
-  for (int o = kWarp / 2; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-  float gate = dot * rsqrtf(static_cast<float>(d));
-  const float magnitude = sqrtf(fmaxf(fabsf(gate), 1e-6f));
-  gate = gate > 0.0f ? magnitude : (gate < 0.0f ? -magnitude : 0.0f);
-  const float g = 1.0f / (1.0f + expf(-gate));
-  for (int j = lane; j < d; j += kWarp) gated[base + j] = g * value[static_cast<size_t>(row) * d + j];
+  for (int j = threadIdx.x; j < d; j += kGateThreads) dot += key[base + j] * query[base + j];
+  dot = warp_sum(dot);
+  if (lane == 0) partial[warp] = dot;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+    for (int w = 0; w < kGateThreads / kWarp; ++w) total += partial[w];
+    float gate = total * rsqrtf(static_cast<float>(d));
+    const float magnitude = sqrtf(fmaxf(fabsf(gate), 1e-6f));
+    gate = gate > 0.0f ? magnitude : (gate < 0.0f ? -magnitude : 0.0f);
+    gate_s = 1.0f / (1.0f + expf(-gate));
+  }
+  __syncthreads();
+  const float g = gate_s;
+  for (int j = threadIdx.x; j < d; j += kGateThreads) gated[base + j] = g * value[static_cast<size_t>(row) * d + j];
 }
 
 __global__ void ple_conv_step_kernel(const float* gated, const float* normed, const uint16_t* conv_weight, int kernel,
@@ -65,7 +77,7 @@ void launch_ple_gather(const PleTableDevice& table, const int64_t* ids, int32_t 
 
 void launch_ple_gate(const float* key, const float* query, const float* value, int32_t rows, int32_t streams,
                      int32_t d, float* gated, cudaStream_t stream) {
-  ple_gate_kernel<<<dim3(streams, rows), kWarp, 0, stream>>>(key, query, value, streams, d, gated);
+  ple_gate_kernel<<<dim3(streams, rows), kGateThreads, 0, stream>>>(key, query, value, streams, d, gated);
   IMP_CUDA_CHECK_LAUNCH();
 }
 
