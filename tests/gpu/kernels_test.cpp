@@ -57,7 +57,8 @@ TEST(GpuKernels, GemvBf16MatchesCpuLinear) {
 }
 
 TEST(GpuKernels, RmsNormMatchesCpu) {
-  for (auto [rows, width, group] : {std::tuple{4, 10240, 2560}, {24, 256, 256}, {3, 128, 128}}) {
+  // Decode shapes take the 4-block cluster kernel (a group of 1025: uneven slices), the others one block per group.
+  for (auto [rows, width, group] : {std::tuple{4, 10240, 2560}, {1, 10240, 2560}, {2, 2050, 1025}, {24, 256, 256}, {3, 128, 128}}) {
     const auto x = random_floats(static_cast<size_t>(rows) * width, 3.0f);
     const auto wf = random_floats(static_cast<size_t>(width), 0.1f);
     const auto w = to_bf16(wf);

@@ -1,11 +1,15 @@
 #include "cuda/kernels/dense.h"
 
+#include <cooperative_groups.h>
+
 #include "cuda/check.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 
 namespace imp::cuda {
 namespace {
+
+namespace cg = cooperative_groups;
 
 constexpr int kMaxRows = 8;
 
@@ -72,6 +76,48 @@ __global__ void rms_norm_kernel(const float* x, const uint16_t* weight, int widt
   }
 }
 
+// Few rows (decode): a cluster of kNormCluster blocks per (row, group), each squaring and scaling a
+// contiguous slice; the slices' sums meet through distributed shared memory, added in rank order by
+// every block (so all blocks use the same scale).
+constexpr int kNormCluster = 4;
+constexpr int kNormClusterThreads = 256;
+constexpr int kNormClusterMaxItems = 64;  // rows * groups up to which the cluster kernel is used
+
+__global__ void __cluster_dims__(kNormCluster, 1, 1) __launch_bounds__(kNormClusterThreads)
+    rms_norm_cluster_kernel(const float* x, const uint16_t* weight, int width, int group, float eps, float* y) {
+  __shared__ float partial[kNormClusterThreads / kWarp];
+  __shared__ float inv_s;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int item = blockIdx.x / kNormCluster, groups = width / group;
+  const int row = item / groups, g = item % groups;
+  const float* in = x + static_cast<size_t>(row) * width + static_cast<size_t>(g) * group;
+  float* out = y + static_cast<size_t>(row) * width + static_cast<size_t>(g) * group;
+  const int per_block = (group + kNormCluster - 1) / kNormCluster;
+  const int lo = min(group, rank * per_block), hi = min(group, lo + per_block);
+  float s = 0.0f;
+  for (int i = lo + static_cast<int>(threadIdx.x); i < hi; i += kNormClusterThreads) s += in[i] * in[i];
+  s = warp_sum(s);
+  if (threadIdx.x % kWarp == 0) partial[threadIdx.x / kWarp] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float t = 0.0f;
+    for (int w = 0; w < kNormClusterThreads / kWarp; ++w) t += partial[w];
+    partial[0] = t;
+  }
+  cluster.sync();  // every block's slice sum is in its partial[0]
+  if (threadIdx.x == 0) {
+    float total = 0.0f;
+    for (int r = 0; r < kNormCluster; ++r) total += *cluster.map_shared_rank(&partial[0], r);
+    inv_s = rsqrtf(total / static_cast<float>(group) + eps);
+  }
+  cluster.sync();  // the remote reads are done before any block moves on (and exits)
+  const float inv = inv_s;
+  for (int i = lo + static_cast<int>(threadIdx.x); i < hi; i += kNormClusterThreads) {
+    out[i] = in[i] * inv * (1.0f + bf16_bits_to_float(weight[g * group + i]));
+  }
+}
+
 }  // namespace
 
 void launch_gemv_bf16(const uint16_t* weight, const float* x, int32_t rows, int32_t n, int32_t k, float* y,
@@ -93,8 +139,13 @@ void launch_gemv_bf16(const uint16_t* weight, const float* x, int32_t rows, int3
 void launch_rms_norm(const float* x, const uint16_t* weight, int32_t rows, int32_t width, int32_t group, float eps,
                      float* y, cudaStream_t stream) {
   if (group <= 0 || width % group != 0) throw_invalid_launch("rms_norm: width must be a multiple of the group");
-  const int threads = group >= 1024 ? 1024 : (group + kWarp - 1) / kWarp * kWarp;
-  rms_norm_kernel<<<rows * (width / group), threads, 0, stream>>>(x, weight, width, group, eps, y);
+  const int items = rows * (width / group);
+  if (items <= kNormClusterMaxItems && group >= kNormCluster * kNormClusterThreads) {
+    rms_norm_cluster_kernel<<<items * kNormCluster, kNormClusterThreads, 0, stream>>>(x, weight, width, group, eps, y);
+  } else {
+    const int threads = group >= 1024 ? 1024 : (group + kWarp - 1) / kWarp * kWarp;
+    rms_norm_kernel<<<items, threads, 0, stream>>>(x, weight, width, group, eps, y);
+  }
   IMP_CUDA_CHECK_LAUNCH();
 }
 

@@ -14,7 +14,7 @@ void launch_gemv_bf16(const uint16_t* weight, const float* x, int32_t rows, int3
                       cudaStream_t stream);
 
 // Grouped (1 + w) RMSNorm: each row of `width` is normalised in groups of `group`, w spans the width (bf16).
-// In-place allowed (x == y).
+// In-place allowed (x == y). Few rows of wide groups (decode): a cluster of 4 blocks per group.
 void launch_rms_norm(const float* x, const uint16_t* weight, int32_t rows, int32_t width, int32_t group, float eps,
                      float* y, cudaStream_t stream);
 
