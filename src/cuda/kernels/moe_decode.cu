@@ -27,7 +27,6 @@ __global__ void router_topk_kernel(const float* logits, int experts, int k, bool
                                    float* top_weights) {
   __shared__ float probs[kMaxExperts];
   __shared__ float red_v[kRouterThreads / kWarp];
-  __shared__ int red_i[kRouterThreads / kWarp];
   __shared__ float chosen[64];
   const int row = blockIdx.x, lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const float* in = logits + static_cast<size_t>(row) * experts;
@@ -53,26 +52,29 @@ __global__ void router_topk_kernel(const float* logits, int experts, int k, bool
   for (int e = threadIdx.x; e < experts; e += blockDim.x) probs[e] *= inv;
   __syncthreads();
 
-  // k rounds of a block-wide argmax; a chosen expert is set to -1 so it is not chosen again.
-  float total = 0.0f;
+  // k rounds of an argmax by warp 0 alone (no block barriers): lane l keeps the best of its experts
+  // l, l + 32, ...; a round is a butterfly over the lanes' bests; the winner's lane marks it -1 (never
+  // chosen again: every other probability is >= 0) and rescans its own experts.
+  if (warp != 0) return;
+  float lane_v = -FLT_MAX;
+  int lane_i = INT_MAX;
+  for (int e = lane; e < experts; e += kWarp) better(lane_v, lane_i, probs[e], e);
   for (int j = 0; j < k; ++j) {
-    float v = -FLT_MAX;
-    int idx = INT_MAX;
-    for (int e = threadIdx.x; e < experts; e += blockDim.x) better(v, idx, probs[e], e);
+    float v = lane_v;
+    int idx = lane_i;
     for (int o = kWarp / 2; o > 0; o /= 2) better(v, idx, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, idx, o));
     if (lane == 0) {
-      red_v[warp] = v;
-      red_i[warp] = idx;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      for (int w = 1; w < kRouterThreads / kWarp; ++w) better(v, idx, red_v[w], red_i[w]);
       top_experts[row * k + j] = idx;
       chosen[j] = v;
-      probs[idx] = -1.0f;
     }
-    __syncthreads();
+    if (idx < experts && idx % kWarp == lane) {
+      probs[idx] = -1.0f;
+      lane_v = -FLT_MAX;
+      lane_i = INT_MAX;
+      for (int e = lane; e < experts; e += kWarp) better(lane_v, lane_i, probs[e], e);
+    }
   }
+  float total = 0.0f;
   if (threadIdx.x == 0) {
     for (int j = 0; j < k; ++j) total += chosen[j];
     for (int j = 0; j < k; ++j) top_weights[row * k + j] = renormalize ? chosen[j] / total : chosen[j];
