@@ -154,7 +154,7 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
       const size_t q_at = sz(dense_rows) * sz(q_rows);
       launch_attention_decode(pages, ws.qg.data() + q_at, ws.qg.data() + q_at + hd, 2 * hd, positions + dense_rows,
                               ws.selected.data() + sz(dense_rows) * sz(ws.max_selected), ws.selected_count.data() + dense_rows,
-                              ws.max_selected, T - dense_rows, heads, kv_heads, hd,
+                              ws.max_selected, T - dense_rows, heads, kv_heads, hd, ws.attention_partials.data(),
                               ws.core.data() + sz(dense_rows) * sz(heads) * sz(hd), stream);
     }
   }
@@ -164,7 +164,7 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
                                ws.core.data(), stream);
     } else {
       launch_attention_decode(pages, ws.qg.data(), ws.qg.data() + hd, 2 * hd, positions, nullptr, nullptr, 1, dense_rows,
-                              heads, kv_heads, hd, ws.core.data(), stream);
+                              heads, kv_heads, hd, ws.attention_partials.data(), ws.core.data(), stream);
     }
   }
   launch_gemm_bf16(ws.core.data(), a.o_proj.data, T, a.o_proj.rows, a.o_proj.cols, ws.y.data(), stream);
@@ -212,6 +212,10 @@ PrefillWorkspace::PrefillWorkspace(const DeviceModel& model, int32_t max_tokens_
   const size_t kv_width = sz(c.num_key_value_heads * c.head_dim);
   qg = DeviceBuffer<float>(attn ? T * sz(c.num_attention_heads * c.head_dim * 2) : 1);
   k = DeviceBuffer<float>(attn ? T * kv_width : 1);
+  attention_partials = DeviceBuffer<float>(attn ? std::max<size_t>(1, attention_decode_workspace_floats(
+                                                      max_tokens, static_cast<int32_t>(c.num_attention_heads),
+                                                      static_cast<int32_t>(c.head_dim)))
+                                                : 1);
   v = DeviceBuffer<float>(attn ? T * kv_width : 1);
   if (c.has_qsa) {
     max_selected = static_cast<int32_t>(c.block_topk() * c.indexer_compress_ratio + c.indexer_compress_ratio - 1);
@@ -254,7 +258,9 @@ uint64_t PrefillWorkspace::bytes_for(const DeviceModel& model, int32_t tokens) {
   const uint64_t moe_bytes = moe_prefill_workspace_bytes(model.slot_layout(), tokens, static_cast<int32_t>(c.num_experts_per_tok),
                                                          static_cast<int32_t>(c.num_experts));
   const uint64_t gdn_bytes = gdn_prefill_workspace_bytes(gdn_shape(c), tokens);
-  return T * per_token_floats * 4 + std::max(moe_bytes, gdn_bytes);
+  const uint64_t attention_bytes = 4 * attention_decode_workspace_floats(tokens, static_cast<int32_t>(c.num_attention_heads),
+                                                                          static_cast<int32_t>(c.head_dim));
+  return T * per_token_floats * 4 + std::max(moe_bytes, gdn_bytes) + attention_bytes;
 }
 
 void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateDevice& sequence, PrefillWorkspace& ws,

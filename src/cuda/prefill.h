@@ -28,6 +28,7 @@ struct PrefillWorkspace {
   DeviceBuffer<float> mixed, conv_out, z, b, a, core;   // GDN: [T, conv], [T, conv], [T, vd], [T, hv] x2, [T, max(vd, heads*hd)]
   DeviceBuffer<float> qg, k, v, index_q, index_k;       // attention: [T, heads*2hd], [T, kvw] x2, [T, ih*id], [T, id]
   DeviceBuffer<int32_t> selected, selected_count;       // [T, max_selected], [T]
+  DeviceBuffer<float> attention_partials;               // the per-row attention kernel's split partials
   DeviceBuffer<float> qsa_scores;
   DeviceBuffer<float> logits_router, shared;            // [T, E], [T, 2 I_s + 1]
   DeviceBuffer<int32_t> top_experts;                    // [T, k]

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "core/dtype.h"
@@ -52,6 +53,26 @@ void run_case(int streams, int d, int rank, int rows) {
   EXPECT_LE(max_rel_diff(d_x.download(), want_x), 1e-5);
   EXPECT_LE(max_rel_diff(d_inject.download(), want_inject), 1e-5);
   EXPECT_LE(max_rel_diff(d_stream.download(), want_stream), 1e-5);
+
+  // The fused decode read, row by row: down and inject stacked as the device model stores them.
+  std::vector<uint16_t> stacked(down.bits);
+  stacked.insert(stacked.end(), inject.bits.begin(), inject.bits.end());
+  DeviceBuffer<uint16_t> d_stacked(stacked);
+  DeviceBuffer<float> d_row(static_cast<size_t>(width)), d_low1(static_cast<size_t>(rank + streams)),
+      d_inv(static_cast<size_t>(streams)), d_x1(static_cast<size_t>(d));
+  for (int r = 0; r < rows; ++r) {
+    d_row.upload(std::span<const float>(stream.data() + static_cast<size_t>(r) * width, static_cast<size_t>(width)));
+    launch_hc_read_down(d_row.data(), norm.device.data(), d_stacked.data(), rank + streams, rank, streams, d, 1e-6f,
+                        d_low1.data(), d_inv.data(), nullptr);
+    launch_hc_read_up_mix(d_row.data(), norm.device.data(), d_inv.data(), up.device.data(), d_low1.data(), rank, streams, d,
+                          d_x1.data(), nullptr);
+    const std::vector<float> low1 = d_low1.download();
+    const std::vector<float> got_inject(low1.begin() + rank, low1.end());
+    const std::vector<float> want_row_x(want_x.begin() + static_cast<ptrdiff_t>(r) * d, want_x.begin() + static_cast<ptrdiff_t>(r + 1) * d);
+    const std::vector<float> want_row_inject(want_inject.begin() + r * streams, want_inject.begin() + (r + 1) * streams);
+    EXPECT_LE(max_rel_diff(d_x1.download(), want_row_x), 1e-5) << "fused read, row " << r;
+    EXPECT_LE(max_rel_diff(got_inject, want_row_inject), 1e-5) << "fused read, row " << r;
+  }
 }
 
 TEST(GpuHyperConnection, ReadAndWriteMatchCpuAtReleasedShapes) { run_case(4, 2560, 320, 2); }

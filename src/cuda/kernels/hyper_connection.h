@@ -18,6 +18,18 @@ void launch_hc_mix(const float* mix, const float* normed, int32_t rows, int32_t 
                    cudaStream_t stream);
 // inject [rows, S] = 2 sigmoid(inject / S), in place.
 void launch_hc_inject(float* inject, int32_t rows, int32_t streams, cudaStream_t stream);
+// Decode (one row), the whole read in two kernels instead of six:
+//   launch_hc_read_down: the grouped (1 + w) RMSNorm folded into the GEMV of down_inject [rank (+ S), S*d]
+//     (each output sums per group, then scales by the group's rsqrt), activations applied: low[i < rank] =
+//     silu(v / S), low[rank + s] = 2 sigmoid(v / S) (the inject weights, when rows_out = rank + S); also
+//     writes inv_rms [S] for the second kernel.
+//   launch_hc_read_up_mix: x[j] = mean_s sigmoid(up[s*d + j] . low[0..rank)) * normed[s, j].
+// d % 8 == 0, rank % 8 == 0, S <= 8.
+void launch_hc_read_down(const float* stream_row, const uint16_t* norm_weight, const uint16_t* down_inject, int32_t rows_out,
+                         int32_t rank, int32_t streams, int32_t d, float eps, float* low, float* inv_rms, cudaStream_t stream);
+void launch_hc_read_up_mix(const float* stream_row, const uint16_t* norm_weight, const float* inv_rms, const uint16_t* up,
+                           const float* low, int32_t rank, int32_t streams, int32_t d, float* x, cudaStream_t stream);
+
 // stream [rows, S*d] += inject[row, s] * y[row, j].
 void launch_hc_write(const float* y, const float* inject, int32_t rows, int32_t streams, int32_t d, float* stream_rows,
                      cudaStream_t stream);
