@@ -31,18 +31,16 @@ void gemv(const DenseWeight& w, const float* x, float* y, cudaStream_t stream) {
   launch_gemv_bf16(w.data, x, 1, w.rows, w.cols, y, stream);
 }
 
-// Hyper-connection read (cpu::hyper_connection_read): x [d] and, with inject, ws.low + rank [S].
+// Hyper-connection read (cpu::hyper_connection_read), fused into two kernels: x [d] and, with inject,
+// ws.low + rank [S].
 void hyper_connection_read(const model::ModelConfig& c, const HyperConnectionDevice& hc, DecodeWorkspace& ws,
                            cudaStream_t stream) {
   const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count);
-  const int32_t width = S * d, rank = static_cast<int32_t>(c.hc_lowrank);
-  const float eps = static_cast<float>(c.rms_norm_eps);
-  launch_rms_norm(ws.stream.data(), hc.norm.data, 1, width, d, eps, ws.normed.data(), stream);
-  gemv(hc.down_inject, ws.normed.data(), ws.low.data(), stream);
-  launch_silu_div(ws.low.data(), rank, static_cast<float>(S), stream);
-  gemv(hc.up, ws.low.data(), ws.mix.data(), stream);
-  launch_hc_mix(ws.mix.data(), ws.normed.data(), 1, S, d, ws.x.data(), stream);
-  if (hc.has_inject) launch_hc_inject(ws.low.data() + rank, 1, S, stream);
+  const int32_t rank = static_cast<int32_t>(c.hc_lowrank);
+  launch_hc_read_down(ws.stream.data(), hc.norm.data, hc.down_inject.data, hc.down_inject.rows, rank, S, d,
+                      static_cast<float>(c.rms_norm_eps), ws.low.data(), ws.inv_rms.data(), stream);
+  launch_hc_read_up_mix(ws.stream.data(), hc.norm.data, ws.inv_rms.data(), hc.up.data, ws.low.data(), rank, S, d,
+                        ws.x.data(), stream);
 }
 
 void hyper_connection_write(const model::ModelConfig& c, DecodeWorkspace& ws, cudaStream_t stream) {
@@ -147,9 +145,8 @@ DecodeWorkspace::DecodeWorkspace(const DeviceModel& model) {
   const model::ModelConfig& c = model.config();
   const size_t d = static_cast<size_t>(c.hidden_size), width = static_cast<size_t>(c.stream_width());
   stream = DeviceBuffer<float>(width);
-  normed = DeviceBuffer<float>(width);
-  mix = DeviceBuffer<float>(width);
   low = DeviceBuffer<float>(static_cast<size_t>(c.hc_lowrank + c.hc_count));
+  inv_rms = DeviceBuffer<float>(static_cast<size_t>(c.hc_count));
   x = DeviceBuffer<float>(d);
   y = DeviceBuffer<float>(d);
   proj = DeviceBuffer<float>(widest_projection(model));

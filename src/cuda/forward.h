@@ -18,9 +18,8 @@ struct DecodeWorkspace {
   explicit DecodeWorkspace(const DeviceModel& model);
 
   DeviceBuffer<float> stream;     // [S*d] the hyper-connection streams
-  DeviceBuffer<float> normed;     // [S*d]
-  DeviceBuffer<float> mix;        // [S*d]
   DeviceBuffer<float> low;        // [rank + S]: low-rank mix, then the inject weights
+  DeviceBuffer<float> inv_rms;    // [S]: the streams' rsqrt(mean square), for the fused read
   DeviceBuffer<float> x, y;       // [d]
   DeviceBuffer<float> proj;       // the widest stacked input projection's output
   DeviceBuffer<float> core;       // [max(value_dim, heads * hd)]
