@@ -341,7 +341,11 @@ void launch_kv_append(const KvPages& cache, const float* k, const float* v, cons
 }
 
 size_t attention_decode_workspace_floats(int32_t rows, int32_t heads, int32_t head_dim) {
-  return static_cast<size_t>(rows) * heads * max_splits_for_rows(rows) * (static_cast<size_t>(head_dim) + 2);
+  // Enough for any launch of UP TO `rows` rows (prefill sizes this once for its largest chunk, then launches
+  // fewer rows, e.g. the QSA-sparse tail or a short chunk): r rows use at most ceil(kTargetBlocks / r)
+  // splits, and r * ceil(kTargetBlocks / r) <= r + kTargetBlocks - 1. (rows * max_splits_for_rows(rows)
+  // was not monotonic: sized for 66 rows it held 132 split slots, but 65 rows with one KV head use 195.)
+  return (static_cast<size_t>(rows) + kTargetBlocks) * heads * (static_cast<size_t>(head_dim) + 2);
 }
 
 namespace {
