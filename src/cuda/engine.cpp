@@ -16,7 +16,6 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr int64_t kDefaultContextCap = 32768;
 constexpr int64_t kPlannedSequences = 4;  // full-context sequences the KV cache is sized for
 constexpr int32_t kMaxPrefillChunk = 4096;
-constexpr int32_t kLogitRows = 64;  // rows per LM-head GEMM when every prompt row's logits are asked for
 
 // Device bytes of one sequence's fixed state at `context` tokens (KV pages not included).
 uint64_t sequence_state_bytes(const model::ModelConfig& c, int64_t context) {
@@ -63,8 +62,8 @@ CudaEngine::CudaEngine(const std::filesystem::path& model_dir, const runtime::En
   }
   IMP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   workspace_ = std::make_unique<DecodeWorkspace>(*model_);
-  IMP_CUDA_CHECK(cudaMallocHost(&host_logits_, static_cast<size_t>(kLogitRows) * static_cast<size_t>(config_.vocab_size) * sizeof(float)));
-  prefill_logits_ = DeviceBuffer<float>(static_cast<size_t>(kLogitRows) * static_cast<size_t>(config_.vocab_size));
+  IMP_CUDA_CHECK(cudaMallocHost(&host_logits_, static_cast<size_t>(kPrefillLogitRows) * static_cast<size_t>(config_.vocab_size) * sizeof(float)));
+  prefill_logits_ = DeviceBuffer<float>(static_cast<size_t>(kPrefillLogitRows) * static_cast<size_t>(config_.vocab_size));
 
   // Memory plan: the context length, then KV pages for a few sequences at full context within 90% of what
   // is free after the weights.
@@ -182,8 +181,8 @@ void CudaEngine::prefill_chunk(SequenceStateDevice& sequence, std::span<const in
                                  cudaMemcpyHostToDevice, stream_));
   enqueue_prefill(*model_, *kv_, sequence, *prefill_, count, stream_);
   if (all_rows) {
-    for (int32_t first = 0; first < count; first += kLogitRows) {
-      const int32_t rows = std::min(kLogitRows, count - first);
+    for (int32_t first = 0; first < count; first += kPrefillLogitRows) {
+      const int32_t rows = std::min(kPrefillLogitRows, count - first);
       enqueue_prefill_logits(*model_, *prefill_, first, rows, prefill_logits_.data(), stream_);
       download_logits(prefill_logits_.data(), static_cast<size_t>(rows), logits);
     }

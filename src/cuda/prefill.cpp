@@ -9,7 +9,7 @@
 #include "cuda/kernels/embedding.h"
 #include "cuda/kernels/gated_delta_net.h"
 #include "cuda/kernels/gated_delta_net_prefill.h"
-#include "cuda/kernels/gemm_bf16.h"
+#include "cuda/kernels/gemm_bf16_split.h"
 #include "cuda/kernels/hyper_connection.h"
 #include "cuda/kernels/moe_decode.h"
 #include "cuda/kernels/moe_prefill.h"
@@ -47,10 +47,14 @@ bool flash_attention_fits(int64_t head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
-// Rows [first_row, first_row + rows) of a stacked weight.
+// y = x . W^T for rows [first_row, first_row + rows) of a stacked weight, with fp32-grade activations.
 void gemm_rows(const DenseWeight& w, int64_t first_row, int64_t rows, const float* x, int32_t tokens, float* y,
-               cudaStream_t stream) {
-  launch_gemm_bf16(x, w.data + first_row * w.cols, tokens, static_cast<int32_t>(rows), w.cols, y, stream);
+               PrefillWorkspace& ws, cudaStream_t stream) {
+  launch_gemm_bf16_split(x, w.data + first_row * w.cols, tokens, static_cast<int32_t>(rows), w.cols, y,
+                         ws.gemm_residual.data(), ws.gemm_partial.data(), stream);
+}
+void gemm(const DenseWeight& w, const float* x, int32_t tokens, float* y, PrefillWorkspace& ws, cudaStream_t stream) {
+  gemm_rows(w, 0, w.rows, x, tokens, y, ws, stream);
 }
 
 // Hyper-connection read of T rows (cpu::hyper_connection_read): x [T, d], inject [T, S] when present.
@@ -59,12 +63,12 @@ void hyper_connection_read(const model::ModelConfig& c, const HyperConnectionDev
   const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count);
   const int32_t width = S * d, rank = static_cast<int32_t>(c.hc_lowrank);
   launch_rms_norm(stream_rows, hc.norm.data, T, width, d, static_cast<float>(c.rms_norm_eps), ws.normed.data(), stream);
-  gemm_rows(hc.down_inject, 0, rank, ws.normed.data(), T, ws.low.data(), stream);
+  gemm_rows(hc.down_inject, 0, rank, ws.normed.data(), T, ws.low.data(), ws, stream);
   launch_silu_div(ws.low.data(), static_cast<int64_t>(T) * rank, static_cast<float>(S), stream);
-  gemm_rows(hc.up, 0, width, ws.low.data(), T, ws.mix.data(), stream);
+  gemm_rows(hc.up, 0, width, ws.low.data(), T, ws.mix.data(), ws, stream);
   launch_hc_mix(ws.mix.data(), ws.normed.data(), T, S, d, ws.x.data(), stream);
   if (hc.has_inject) {
-    gemm_rows(hc.down_inject, rank, S, ws.normed.data(), T, ws.inject.data(), stream);
+    gemm_rows(hc.down_inject, rank, S, ws.normed.data(), T, ws.inject.data(), ws, stream);
     launch_hc_inject(ws.inject.data(), T, S, stream);
   }
 }
@@ -75,8 +79,8 @@ void ple_block(const model::ModelConfig& c, const PleDevice& p, LayerStateDevice
   const float eps = static_cast<float>(c.rms_norm_eps);
   launch_ngram_ids(p.hash, ws.tokens.data(), T, state.ple_context.data(), ws.ple_ids.data(), stream);
   launch_ple_gather(p.table, ws.ple_ids.data(), T, static_cast<int32_t>(c.ngram_heads()), ws.ple_emb.data(), stream);
-  gemm_rows(p.key_value, 0, width, ws.ple_emb.data(), T, ws.ple_key.data(), stream);
-  gemm_rows(p.key_value, width, d, ws.ple_emb.data(), T, ws.ple_value.data(), stream);
+  gemm_rows(p.key_value, 0, width, ws.ple_emb.data(), T, ws.ple_key.data(), ws, stream);
+  gemm_rows(p.key_value, width, d, ws.ple_emb.data(), T, ws.ple_value.data(), ws, stream);
   launch_rms_norm(ws.ple_key.data(), p.norm_key.data, T, width, d, eps, ws.ple_key.data(), stream);
   launch_rms_norm(ws.stream.data(), p.norm_query.data, T, width, d, eps, ws.ple_query.data(), stream);
   launch_ple_gate(ws.ple_key.data(), ws.ple_query.data(), ws.ple_value.data(), T, S, d, ws.ple_gated.data(), stream);
@@ -90,10 +94,10 @@ void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, 
                      PrefillWorkspace& ws, int32_t T, cudaStream_t stream) {
   const GatedDeltaNetShape shape = gdn_shape(c);
   const int64_t conv = c.gdn_conv_dim(), vd = c.gdn_value_dim(), hv = c.linear_num_value_heads;
-  gemm_rows(g.in_proj, 0, conv, ws.x.data(), T, ws.mixed.data(), stream);
-  gemm_rows(g.in_proj, conv, vd, ws.x.data(), T, ws.z.data(), stream);
-  gemm_rows(g.in_proj, conv + vd, hv, ws.x.data(), T, ws.b.data(), stream);
-  gemm_rows(g.in_proj, conv + vd + hv, hv, ws.x.data(), T, ws.a.data(), stream);
+  gemm_rows(g.in_proj, 0, conv, ws.x.data(), T, ws.mixed.data(), ws, stream);
+  gemm_rows(g.in_proj, conv, vd, ws.x.data(), T, ws.z.data(), ws, stream);
+  gemm_rows(g.in_proj, conv + vd, hv, ws.x.data(), T, ws.b.data(), ws, stream);
+  gemm_rows(g.in_proj, conv + vd + hv, hv, ws.x.data(), T, ws.a.data(), ws, stream);
   if (chunked_gdn_fits(shape)) {
     launch_gdn_conv_prefill(shape, g.small, ws.mixed.data(), state.gdn_conv.data(), T, ws.conv_out.data(), stream);
     launch_gdn_chunked_prefill(shape, g.small, ws.conv_out.data(), ws.z.data(), ws.b.data(), ws.a.data(),
@@ -107,7 +111,7 @@ void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, 
                                 ws.core.data() + sz(t) * sz(vd), 1, stream);
     }
   }
-  launch_gemm_bf16(ws.core.data(), g.out_proj.data, T, g.out_proj.rows, g.out_proj.cols, ws.y.data(), stream);
+  gemm(g.out_proj, ws.core.data(), T, ws.y.data(), ws, stream);
 }
 
 void attention(const model::ModelConfig& c, const DeviceModel& model, const AttentionDevice& a, const KvCache& kv,
@@ -117,9 +121,9 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
   const int32_t hd = static_cast<int32_t>(c.head_dim), kv_width = kv_heads * hd, rot = static_cast<int32_t>(c.rotary_dim());
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t q_rows = int64_t{heads} * 2 * hd;
-  gemm_rows(a.in_proj, 0, q_rows, ws.x.data(), T, ws.qg.data(), stream);
-  gemm_rows(a.in_proj, q_rows, kv_width, ws.x.data(), T, ws.k.data(), stream);
-  gemm_rows(a.in_proj, q_rows + kv_width, kv_width, ws.x.data(), T, ws.v.data(), stream);
+  gemm_rows(a.in_proj, 0, q_rows, ws.x.data(), T, ws.qg.data(), ws, stream);
+  gemm_rows(a.in_proj, q_rows, kv_width, ws.x.data(), T, ws.k.data(), ws, stream);
+  gemm_rows(a.in_proj, q_rows + kv_width, kv_width, ws.x.data(), T, ws.v.data(), ws, stream);
   const int32_t* positions = ws.positions.data();
   launch_head_norm_rope(ws.qg.data(), 2 * hd, a.q_norm.data, T, heads, hd, rot, positions, model.inv_freq(), eps, stream);
   launch_head_norm_rope(ws.k.data(), hd, a.k_norm.data, T, kv_heads, hd, rot, positions, model.inv_freq(), eps, stream);
@@ -135,8 +139,8 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
     const int32_t ih = static_cast<int32_t>(c.indexer_n_heads), id = static_cast<int32_t>(c.indexer_head_dim);
     const int32_t ratio = static_cast<int32_t>(c.indexer_compress_ratio);
     const int64_t index_first = q_rows + 2 * kv_width;
-    gemm_rows(a.in_proj, index_first, int64_t{ih} * id, ws.x.data(), T, ws.index_q.data(), stream);
-    gemm_rows(a.in_proj, index_first + int64_t{ih} * id, id, ws.x.data(), T, ws.index_k.data(), stream);
+    gemm_rows(a.in_proj, index_first, int64_t{ih} * id, ws.x.data(), T, ws.index_q.data(), ws, stream);
+    gemm_rows(a.in_proj, index_first + int64_t{ih} * id, id, ws.x.data(), T, ws.index_k.data(), ws, stream);
     IMP_CUDA_CHECK(cudaMemcpyAsync(state.index_keys.data() + sz(first) * sz(id), ws.index_k.data(),
                                    sz(T) * sz(id) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
     launch_qsa_block_keys(state.index_keys.data(), static_cast<int32_t>(first / ratio), static_cast<int32_t>((first + T) / ratio),
@@ -167,24 +171,42 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
                               heads, kv_heads, hd, ws.attention_partials.data(), ws.core.data(), stream);
     }
   }
-  launch_gemm_bf16(ws.core.data(), a.o_proj.data, T, a.o_proj.rows, a.o_proj.cols, ws.y.data(), stream);
+  gemm(a.o_proj, ws.core.data(), T, ws.y.data(), ws, stream);
 }
 
 void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeDevice& m, PrefillWorkspace& ws,
                int32_t T, cudaStream_t stream) {
   const int32_t experts = static_cast<int32_t>(c.num_experts), k = static_cast<int32_t>(c.num_experts_per_tok);
   const int32_t is = static_cast<int32_t>(c.shared_expert_intermediate_size), d = static_cast<int32_t>(c.hidden_size);
-  gemm_rows(m.in_proj, 0, experts, ws.x.data(), T, ws.logits_router.data(), stream);
+  gemm_rows(m.in_proj, 0, experts, ws.x.data(), T, ws.logits_router.data(), ws, stream);
   launch_router_topk(ws.logits_router.data(), T, experts, k, c.norm_topk_prob, ws.top_experts.data(), ws.top_weights.data(),
                      stream);
-  // Everything resident: slot = expert id.
-  launch_moe_prefill(m.pool.data(), m.scales.data(), model.slot_layout(), ws.x.data(), ws.top_experts.data(),
-                     ws.top_weights.data(), T, k, experts, ws.scratch.data(), ws.scratch.size(), ws.y.data(), stream);
-  gemm_rows(m.in_proj, experts, 2 * is + 1, ws.x.data(), T, ws.shared.data(), stream);
+  // Everything resident: slot = expert id. NVFP4 slots: the grouped W4A16 GEMM (bf16 activations, as the
+  // decode kernel). BF16 slots (checkpoints without NVFP4, the fixtures): the row kernels, fp32 activations.
+  if (model.slot_layout().format == model::SlotFormat::kNvfp4) {
+    launch_moe_prefill(m.pool.data(), m.scales.data(), model.slot_layout(), ws.x.data(), ws.top_experts.data(),
+                       ws.top_weights.data(), T, k, experts, ws.scratch.data(), ws.scratch.size(), ws.y.data(), stream);
+  } else {
+    launch_expert_gate_up(m.pool.data(), m.scales.data(), model.slot_layout(), ws.x.data(), ws.top_experts.data(), T, k,
+                          ws.expert_act.data(), stream);
+    launch_expert_down(m.pool.data(), m.scales.data(), model.slot_layout(), ws.expert_act.data(), ws.top_experts.data(),
+                       ws.top_weights.data(), T, k, nullptr, ws.y.data(), stream);
+  }
+  gemm_rows(m.in_proj, experts, 2 * is + 1, ws.x.data(), T, ws.shared.data(), ws, stream);
   launch_swiglu(ws.shared.data(), ws.shared.data() + is, 2 * is + 1, T, is, ws.shared_act.data(), stream);
-  launch_gemm_bf16(ws.shared_act.data(), m.shared_down.data, T, m.shared_down.rows, m.shared_down.cols, ws.shared_out.data(),
-                   stream);
+  gemm(m.shared_down, ws.shared_act.data(), T, ws.shared_out.data(), ws, stream);
   launch_add_sigmoid_gated(ws.shared_out.data(), ws.shared.data() + 2 * is, 2 * is + 1, T, d, ws.y.data(), stream);
+}
+
+// The widest input and output of any prefill GEMM (the split GEMM's scratch).
+int64_t max_gemm_inputs(const model::ModelConfig& c) {
+  return std::max({c.stream_width(), c.hidden_size, c.hc_lowrank, c.gdn_value_dim(), c.num_attention_heads * c.head_dim,
+                   c.ple_embed_dim, c.shared_expert_intermediate_size});
+}
+int64_t max_gemm_outputs(const model::ModelConfig& c) {
+  return std::max({c.stream_width(), c.gdn_conv_dim(), c.gdn_value_dim(), c.num_attention_heads * c.head_dim * 2,
+                   c.num_experts, 2 * c.shared_expert_intermediate_size + 1, c.hidden_size, c.hc_lowrank + c.hc_count,
+                   (c.indexer_n_heads + 1) * c.indexer_head_dim});
 }
 
 }  // namespace
@@ -241,6 +263,11 @@ PrefillWorkspace::PrefillWorkspace(const DeviceModel& model, int32_t max_tokens_
     ple_gated = DeviceBuffer<float>(T * width);
     ple_normed = DeviceBuffer<float>(T * width);
   }
+  if (model.slot_layout().format == model::SlotFormat::kBf16) {
+    expert_act = DeviceBuffer<uint16_t>(T * kk * sz(model.slot_layout().padded_intermediate));
+  }
+  gemm_residual = DeviceBuffer<float>(T * sz(max_gemm_inputs(c)));
+  gemm_partial = DeviceBuffer<float>(std::max(T * sz(max_gemm_outputs(c)), sz(kPrefillLogitRows) * sz(c.vocab_size)));
   const size_t moe_bytes = moe_prefill_workspace_bytes(model.slot_layout(), max_tokens, static_cast<int32_t>(kk),
                                                        static_cast<int32_t>(c.num_experts));
   const size_t gdn_bytes = gdn ? gdn_prefill_workspace_bytes(gdn_shape(c), max_tokens) : 0;
@@ -260,7 +287,13 @@ uint64_t PrefillWorkspace::bytes_for(const DeviceModel& model, int32_t tokens) {
   const uint64_t gdn_bytes = gdn_prefill_workspace_bytes(gdn_shape(c), tokens);
   const uint64_t attention_bytes = 4 * attention_decode_workspace_floats(tokens, static_cast<int32_t>(c.num_attention_heads),
                                                                           static_cast<int32_t>(c.head_dim));
-  return T * per_token_floats * 4 + std::max(moe_bytes, gdn_bytes) + attention_bytes;
+  const uint64_t split_bytes = 4 * (T * static_cast<uint64_t>(max_gemm_inputs(c)) +
+                                    std::max<uint64_t>(T * static_cast<uint64_t>(max_gemm_outputs(c)),
+                                                       static_cast<uint64_t>(kPrefillLogitRows) * static_cast<uint64_t>(c.vocab_size)));
+  const uint64_t expert_act_bytes = model.slot_layout().format == model::SlotFormat::kBf16
+                                        ? 2 * T * static_cast<uint64_t>(c.num_experts_per_tok) * model.slot_layout().padded_intermediate
+                                        : 0;
+  return T * per_token_floats * 4 + std::max(moe_bytes, gdn_bytes) + attention_bytes + split_bytes + expert_act_bytes;
 }
 
 void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateDevice& sequence, PrefillWorkspace& ws,
@@ -303,7 +336,7 @@ void enqueue_prefill_logits(const DeviceModel& model, PrefillWorkspace& ws, int3
   if (rows == 1) {
     launch_gemv_bf16(head.data, ws.x.data(), 1, head.rows, head.cols, logits, stream);
   } else {
-    launch_gemm_bf16(ws.x.data(), head.data, rows, head.rows, head.cols, logits, stream);
+    gemm(head, ws.x.data(), rows, logits, ws, stream);
   }
 }
 

@@ -15,6 +15,9 @@
 
 namespace imp::cuda {
 
+// Rows per LM-head GEMM when every prompt row's logits are asked for.
+constexpr int32_t kPrefillLogitRows = 64;
+
 // Scratch for prefill chunks of up to max_tokens tokens.
 struct PrefillWorkspace {
   PrefillWorkspace(const DeviceModel& model, int32_t max_tokens);
@@ -36,6 +39,8 @@ struct PrefillWorkspace {
   DeviceBuffer<float> shared_act, shared_out;           // [T, I_s], [T, d]
   DeviceBuffer<int64_t> ple_ids;                        // [T, ngram heads]
   DeviceBuffer<float> ple_emb, ple_key, ple_value, ple_query, ple_gated, ple_normed;
+  DeviceBuffer<uint16_t> expert_act;                    // BF16 slots: [T * k, padded I] for the row kernels
+  DeviceBuffer<float> gemm_residual, gemm_partial;      // the split GEMM's scratch
   DeviceBuffer<uint8_t> scratch;                        // the expert GEMM's and chunked GDN's workspace (shared)
   int32_t max_selected = 1;
 };
@@ -46,7 +51,7 @@ void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateD
                      int32_t count, cudaStream_t stream);
 
 // The final mixer read and LM head for chunk rows [first, first + rows) of ws.stream: logits [rows, vocab].
-// rows <= ws.max_tokens.
+// rows <= min(ws.max_tokens, kPrefillLogitRows).
 void enqueue_prefill_logits(const DeviceModel& model, PrefillWorkspace& ws, int32_t first, int32_t rows, float* logits,
                             cudaStream_t stream);
 
