@@ -215,6 +215,18 @@ struct DeviceModel::Builder {
   }
 };
 
+GatedDeltaNetShape gdn_shape(const model::ModelConfig& c) {
+  GatedDeltaNetShape shape;
+  shape.key_heads = static_cast<int32_t>(c.linear_num_key_heads);
+  shape.value_heads = static_cast<int32_t>(c.linear_num_value_heads);
+  shape.key_dim = static_cast<int32_t>(c.linear_key_head_dim);
+  shape.value_dim = static_cast<int32_t>(c.linear_value_head_dim);
+  shape.conv_kernel = static_cast<int32_t>(c.linear_conv_kernel_dim);
+  shape.eps = static_cast<float>(c.rms_norm_eps);
+  shape.sigmoid_gate = c.output_gate_type == "sigmoid";
+  return shape;
+}
+
 NgramHashDevice to_device(const model::NgramHash& hash) {
   NgramHashDevice h;
   const int64_t n = static_cast<int64_t>(hash.multipliers().size());

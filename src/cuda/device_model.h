@@ -113,6 +113,9 @@ class DeviceModel {
   uint64_t device_bytes_ = 0;
 };
 
+// The Gated DeltaNet kernels' shape from the config.
+GatedDeltaNetShape gdn_shape(const model::ModelConfig& config);
+
 // The device form of a PLE block's n-gram hash constants.
 NgramHashDevice to_device(const model::NgramHash& hash);
 

@@ -69,14 +69,7 @@ void ple_block(const model::ModelConfig& c, const PleDevice& p, LayerStateDevice
 // Gated DeltaNet decode step (cpu::gated_delta_net, token by token): ws.x -> ws.y.
 void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, LayerStateDevice& state,
                      DecodeWorkspace& ws, cudaStream_t stream) {
-  GatedDeltaNetShape shape;
-  shape.key_heads = static_cast<int32_t>(c.linear_num_key_heads);
-  shape.value_heads = static_cast<int32_t>(c.linear_num_value_heads);
-  shape.key_dim = static_cast<int32_t>(c.linear_key_head_dim);
-  shape.value_dim = static_cast<int32_t>(c.linear_value_head_dim);
-  shape.conv_kernel = static_cast<int32_t>(c.linear_conv_kernel_dim);
-  shape.eps = static_cast<float>(c.rms_norm_eps);
-  shape.sigmoid_gate = c.output_gate_type == "sigmoid";
+  const GatedDeltaNetShape shape = gdn_shape(c);
   gemv(g.in_proj, ws.x.data(), ws.proj.data(), stream);  // [qkv | z | b | a]
   float* mixed = ws.proj.data();
   const float* z = mixed + c.gdn_conv_dim();

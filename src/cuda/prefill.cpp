@@ -24,18 +24,6 @@ namespace {
 
 size_t sz(int64_t v) { return static_cast<size_t>(v); }
 
-GatedDeltaNetShape gdn_shape(const model::ModelConfig& c) {
-  GatedDeltaNetShape shape;
-  shape.key_heads = static_cast<int32_t>(c.linear_num_key_heads);
-  shape.value_heads = static_cast<int32_t>(c.linear_num_value_heads);
-  shape.key_dim = static_cast<int32_t>(c.linear_key_head_dim);
-  shape.value_dim = static_cast<int32_t>(c.linear_value_head_dim);
-  shape.conv_kernel = static_cast<int32_t>(c.linear_conv_kernel_dim);
-  shape.eps = static_cast<float>(c.rms_norm_eps);
-  shape.sigmoid_gate = c.output_gate_type == "sigmoid";
-  return shape;
-}
-
 // The chunked GDN kernels take head dims that are multiples of 16 up to 128; smaller test shapes step token
 // by token with the decode kernels instead (same math).
 bool chunked_gdn_fits(const GatedDeltaNetShape& s) {

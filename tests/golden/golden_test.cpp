@@ -16,6 +16,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "../common/golden_fixture.h"
 #include "cpu/forward.h"
 #include "runtime/sampler.h"
 
@@ -48,34 +49,12 @@ std::vector<float> read_floats(const fs::path& path) {
   return values;
 }
 
-struct Fixture {
-  fs::path dir;
-  std::vector<int32_t> prompt;
-  std::vector<int32_t> greedy;
-  std::vector<float> reference;  // rows of vocab
-  int64_t vocab = 0;
-
-  explicit Fixture(const std::string& name) : dir(fixtures_dir() / name) {
-    std::ifstream in(dir / "golden.json");
-    const nlohmann::json golden = nlohmann::json::parse(in);
-    prompt = golden.at("prompt").get<std::vector<int32_t>>();
-    greedy = golden.at("greedy_tokens").get<std::vector<int32_t>>();
-    vocab = golden.at("vocab_size").get<int64_t>();
-    reference = read_floats(dir / golden.at("logits_file").get<std::string>());
-  }
-  size_t rows() const { return reference.size() / static_cast<size_t>(vocab); }
-  const float* row(size_t r) const { return reference.data() + r * static_cast<size_t>(vocab); }
+// A fixture by name under tests/fixtures.
+struct Fixture : testing_support::GoldenFixture {
+  explicit Fixture(const std::string& name) : GoldenFixture(fixtures_dir() / name) {}
 };
 
-// max |a - b| / max |b| over one row.
-double relative_error(const float* a, const float* b, int64_t n) {
-  double diff = 0.0, scale = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-  }
-  return diff / scale;
-}
+using testing_support::relative_error;
 
 void expect_rows_match(const std::vector<float>& ours, const Fixture& f, size_t first_ref_row, double tolerance,
                        const std::string& what) {

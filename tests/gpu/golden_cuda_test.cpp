@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../common/golden_fixture.h"
 #include "cuda/engine.h"
 #include "runtime/sampler.h"
 
@@ -39,28 +40,17 @@ std::vector<std::string> fixtures() {
   return names;
 }
 
-double relative_error(const float* a, const float* b, size_t n) {
-  double diff = 0.0, scale = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    diff = std::max(diff, std::fabs(static_cast<double>(a[i]) - b[i]));
-    scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
-  }
-  return diff / scale;
-}
+using imp::testing_support::relative_error;
 
 class GoldenCuda : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GoldenCuda, MatchesHuggingFaceAndTheCpuEngine) {
   const fs::path dir = GetParam();
-  std::ifstream in(dir / "golden.json");
-  const nlohmann::json golden = nlohmann::json::parse(in);
-  const auto prompt = golden.at("prompt").get<std::vector<int32_t>>();
-  const auto greedy = golden.at("greedy_tokens").get<std::vector<int32_t>>();
-  const size_t vocab = golden.at("vocab_size").get<size_t>();
-  std::ifstream ref_in(dir / golden.at("logits_file").get<std::string>(), std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(ref_in)), std::istreambuf_iterator<char>());
-  std::vector<float> reference(bytes.size() / sizeof(float));
-  std::memcpy(reference.data(), bytes.data(), reference.size() * sizeof(float));
+  const imp::testing_support::GoldenFixture fixture(dir);
+  const std::vector<int32_t>& prompt = fixture.prompt;
+  const std::vector<int32_t>& greedy = fixture.greedy;
+  const std::vector<float>& reference = fixture.reference;
+  const size_t vocab = static_cast<size_t>(fixture.vocab);
 
   runtime::EngineOptions options;
   options.backend = "cuda";
@@ -107,8 +97,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenCuda, ::testing::ValuesIn(fixtures()),
 // forward() with host argmax, token for token.
 TEST(GoldenCudaDecode, DeviceChainedGreedyEqualsHostGreedy) {
   const fs::path dir = "tests/fixtures/golden/ple_qsa";
-  std::ifstream in(dir / "golden.json");
-  const auto prompt = nlohmann::json::parse(in).at("prompt").get<std::vector<int32_t>>();
+  const std::vector<int32_t> prompt = imp::testing_support::GoldenFixture(dir).prompt;
   runtime::EngineOptions options;
   options.max_context = 1024;
   CudaEngine engine(dir, options);

@@ -81,21 +81,6 @@ __global__ void router_topk_kernel(const float* logits, int experts, int k, bool
   }
 }
 
-// Eight E2M1 values (four bytes, two per byte with the even input in the low nibble) to four bf16x2
-// registers, exactly, with byte permutes: magnitudes index two 8-entry byte tables (the high and low byte
-// of each bf16), and the sign bits are moved to bit 15 / 31.
-__device__ __forceinline__ void decode_e2m1x8(uint32_t w, uint32_t (&out)[4]) {
-  constexpr uint32_t kHighLo = 0x3F3F3F00u, kHighHi = 0x40404040u;  // bf16 high bytes of 0,.5,1,1.5 | 2,3,4,6
-  constexpr uint32_t kLowLo = 0xC0800000u, kLowHi = 0xC0804000u;     // bf16 low bytes
-  const uint32_t mag = w & 0x77777777u, mag_hi = mag >> 16;
-  const uint32_t h_a = __byte_perm(kHighLo, kHighHi, mag), l_a = __byte_perm(kLowLo, kLowHi, mag);
-  const uint32_t h_b = __byte_perm(kHighLo, kHighHi, mag_hi), l_b = __byte_perm(kLowLo, kLowHi, mag_hi);
-  out[0] = __byte_perm(l_a, h_a, 0x5140) | ((w << 12) & 0x8000u) | ((w << 24) & 0x80000000u);
-  out[1] = __byte_perm(l_a, h_a, 0x7362) | ((w << 4) & 0x8000u) | ((w << 16) & 0x80000000u);
-  out[2] = __byte_perm(l_b, h_b, 0x5140) | ((w >> 4) & 0x8000u) | ((w << 8) & 0x80000000u);
-  out[3] = __byte_perm(l_b, h_b, 0x7362) | ((w >> 12) & 0x8000u) | (w & 0x80000000u);
-}
-
 // Two E4M3 bytes (bits 0-7 and 8-15 of `bytes`) to floats times 2^-8, exactly: the E4M3 bits placed in an
 // fp16 keep their value up to 2^-8, subnormals included. Callers fold 2^8 into weight_scale_2.
 __device__ __forceinline__ float2 e4m3x2_to_float2_scaled(uint32_t bytes) {

@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/fp_codes.cuh"
+
 namespace imp::cuda::prefill {
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
@@ -56,19 +58,7 @@ __device__ __forceinline__ uint16_t bf16_bits(float v) {
   return *reinterpret_cast<const uint16_t*>(&b);
 }
 
-// Eight E2M1 values (four bytes, even input in the low nibble) to four bf16x2 words, exactly (as
-// moe_decode.cu's decoder: byte-permute table lookups for the magnitudes, sign bits moved to bit 15 / 31).
-__device__ __forceinline__ void decode_e2m1x8(uint32_t w, uint32_t (&out)[4]) {
-  constexpr uint32_t kHighLo = 0x3F3F3F00u, kHighHi = 0x40404040u;
-  constexpr uint32_t kLowLo = 0xC0800000u, kLowHi = 0xC0804000u;
-  const uint32_t mag = w & 0x77777777u, mag_hi = mag >> 16;
-  const uint32_t h_a = __byte_perm(kHighLo, kHighHi, mag), l_a = __byte_perm(kLowLo, kLowHi, mag);
-  const uint32_t h_b = __byte_perm(kHighLo, kHighHi, mag_hi), l_b = __byte_perm(kLowLo, kLowHi, mag_hi);
-  out[0] = __byte_perm(l_a, h_a, 0x5140) | ((w << 12) & 0x8000u) | ((w << 24) & 0x80000000u);
-  out[1] = __byte_perm(l_a, h_a, 0x7362) | ((w << 4) & 0x8000u) | ((w << 16) & 0x80000000u);
-  out[2] = __byte_perm(l_b, h_b, 0x5140) | ((w >> 4) & 0x8000u) | ((w << 8) & 0x80000000u);
-  out[3] = __byte_perm(l_b, h_b, 0x7362) | ((w >> 12) & 0x8000u) | (w & 0x80000000u);
-}
+// decode_e2m1x8 (eight E2M1 values to four bf16x2 words) comes from fp_codes.cuh.
 
 // One E4M3 byte to a float times 2^-8, exactly (the E4M3 bits placed in an fp16 keep their value up to 2^-8,
 // subnormals included). The result has at most 4 significant bits, so it is exact in bf16 too.

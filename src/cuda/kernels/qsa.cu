@@ -11,13 +11,9 @@ constexpr int kThreads = 1024;
 constexpr int kScoreThreads = 256;
 constexpr int kScoreBlocks = 128;  // 1024 warps: 8 block keys each at 32K context
 
-// One warp per block key.
-__global__ void qsa_block_keys_kernel(const float* raw_keys, int first_block, int last_block, int ratio, int dim,
-                                      const uint16_t* k_norm, float eps, int rotary_dim, const float* inv_freq,
-                                      float* block_keys) {
-  const int lane = threadIdx.x % kWarp;
-  const int b = first_block + blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
-  if (b >= last_block) return;
+// Block key b by one warp: mean of its raw keys, k_layernorm, RoPE at the block's first token.
+__device__ void write_block_key(const float* raw_keys, int b, int ratio, int dim, const uint16_t* k_norm, float eps,
+                                int rotary_dim, const float* inv_freq, float* block_keys, int lane) {
   float* key = block_keys + static_cast<size_t>(b) * dim;
   float s = 0.0f;
   for (int i = lane; i < dim; i += kWarp) {
@@ -30,6 +26,16 @@ __global__ void qsa_block_keys_kernel(const float* raw_keys, int first_block, in
   for (int i = lane; i < dim; i += kWarp) key[i] = key[i] * inv * (1.0f + bf16_bits_to_float(k_norm[i]));
   __syncwarp();
   rope_rotate_warp(key, rotary_dim, static_cast<float>(b * ratio), inv_freq, lane);
+}
+
+// One warp per block key.
+__global__ void qsa_block_keys_kernel(const float* raw_keys, int first_block, int last_block, int ratio, int dim,
+                                      const uint16_t* k_norm, float eps, int rotary_dim, const float* inv_freq,
+                                      float* block_keys) {
+  const int lane = threadIdx.x % kWarp;
+  const int b = first_block + blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  if (b >= last_block) return;
+  write_block_key(raw_keys, b, ratio, dim, k_norm, eps, rotary_dim, inv_freq, block_keys, lane);
 }
 
 // Order-preserving map of a float to an unsigned key (larger float -> larger key).
@@ -179,18 +185,7 @@ __global__ void qsa_block_key_step_kernel(const float* raw_keys, const int32_t* 
   const int visible = positions[0] + 1;
   if (visible % ratio != 0) return;
   const int b = visible / ratio - 1, lane = threadIdx.x;
-  float* key = block_keys + static_cast<size_t>(b) * dim;
-  float s = 0.0f;
-  for (int i = lane; i < dim; i += kWarp) {
-    float sum = 0.0f;
-    for (int r = 0; r < ratio; ++r) sum += raw_keys[(static_cast<size_t>(b) * ratio + r) * dim + i];
-    key[i] = sum / static_cast<float>(ratio);
-    s += key[i] * key[i];
-  }
-  const float inv = rsqrtf(warp_sum(s) / static_cast<float>(dim) + eps);
-  for (int i = lane; i < dim; i += kWarp) key[i] = key[i] * inv * (1.0f + bf16_bits_to_float(k_norm[i]));
-  __syncwarp();
-  rope_rotate_warp(key, rotary_dim, static_cast<float>(b * ratio), inv_freq, lane);
+  write_block_key(raw_keys, b, ratio, dim, k_norm, eps, rotary_dim, inv_freq, block_keys, lane);
 }
 
 __global__ void qsa_append_key_kernel(const float* key, const int32_t* positions, int dim, float* raw_keys) {
