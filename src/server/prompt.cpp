@@ -28,6 +28,18 @@ int64_t fit_context(const ServedModel& model, size_t prompt_size, const std::opt
   return *max_tokens;
 }
 
+// tool_choice required or a named function: the answer starts with the opening of a call (tool_call_opening.h),
+// after closing a thought the generation prompt opened. "" for auto and none.
+std::string forced_tool_call_opening(const ServedModel& model, const ChatRequest& request) {
+  if (request.tool_choice != ToolChoice::required && request.tool_choice != ToolChoice::named) return {};
+  if (model.tool_call_format == text::ToolCallFormat::unknown) {
+    bad_request("tool_choice", "tool_choice '{}' cannot be enforced: this model's chat template shows no tool-call format "
+                "the server knows (<tool_call> JSON or <function=...> XML); use 'auto'",
+                request.tool_choice == ToolChoice::named ? "function" : "required");
+  }
+  return text::tool_call_opening(model.tool_call_format, request.tool_choice == ToolChoice::named ? request.tool_name : "");
+}
+
 }  // namespace
 
 std::unique_ptr<ServedModel> ServedModel::load(const std::filesystem::path& model_dir, std::string id, std::vector<int32_t> stop_tokens,
@@ -38,6 +50,9 @@ std::unique_ptr<ServedModel> ServedModel::load(const std::filesystem::path& mode
   ServedModel& model = *loaded;
   try {
     model.chat_template = text::ChatTemplate::load(model_dir);
+    model.tool_call_format = text::detect_tool_call_format(model.chat_template->tool_source());
+    log::info("tool calls: {} format (what tool_choice required or a named function starts the answer with)",
+              text::tool_call_format_name(model.tool_call_format));
   } catch (const Error& error) {
     log::warn("no chat template ({}): /v1/chat/completions will refuse requests; /v1/completions works", error.what());
   }
@@ -69,6 +84,8 @@ PreparedPrompt prepare_chat(const ServedModel& model, const ChatRequest& request
     throw ApiError(400, fmt::format("the messages cannot be rendered: {}", error.what()), "messages", "template_error");
   }
   PreparedPrompt out;
+  out.parser.prefix = forced_tool_call_opening(model, request);
+  if (!out.parser.prefix.empty()) rendered += text::close_open_reasoning(rendered) + out.parser.prefix;
   out.tokens = model.encode(rendered);
   if (out.tokens.empty()) bad_request("messages", "the rendered messages encode to no tokens");
   out.max_tokens = fit_context(model, out.tokens.size(), request.max_tokens);

@@ -15,6 +15,7 @@
 #include "text/chat_template.h"
 #include "text/output_parser.h"
 #include "text/tokenizer.h"
+#include "text/tool_call_opening.h"
 
 namespace imp::server {
 
@@ -22,6 +23,7 @@ struct ServedModel {
   std::string id;  // what clients pass as "model"
   text::Tokenizer tokenizer;
   std::optional<text::ChatTemplate> chat_template;  // none: chat requests are refused with a 400
+  text::ToolCallFormat tool_call_format = text::ToolCallFormat::unknown;  // what tool_choice required/named force
   std::vector<int32_t> stop_tokens;
   int64_t max_context = 0;  // prompt + generated tokens
   int64_t vocab_size = 0;
@@ -36,7 +38,7 @@ struct ServedModel {
 };
 
 struct PreparedPrompt {
-  std::vector<int32_t> tokens;
+  std::vector<int32_t> tokens;  // with a forced tool-call opening at the end (tool_choice required/named)
   int64_t max_tokens = 0;  // the request's, or what is left of the context
   text::OutputParserOptions parser;
 };

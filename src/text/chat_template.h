@@ -45,6 +45,8 @@ class ChatTemplate {
   std::optional<std::string> special_token(std::string_view name) const;
   // The source of the template used without tools (the "default" one).
   const std::string& source() const { return default_source_; }
+  // The source used when tools are given (a "tool_use" template when there is one, else the default).
+  const std::string& tool_source() const { return pick(true).source; }
 
  private:
   struct Named {

@@ -11,7 +11,9 @@ OutputParser::OutputParser(OutputParserOptions options)
       reasoning_(ReasoningOptions{.enabled = options.parse_reasoning,
                                   .starts_in_reasoning = options.starts_in_reasoning,
                                   .tool_call_ends_reasoning = options.parse_tool_calls}),
-      tools_(std::move(options.tools), std::move(options.make_call_id)) {}
+      tools_(std::move(options.tools), std::move(options.make_call_id)) {
+  if (!options.prefix.empty()) prefix_events_ = feed(options.prefix);
+}
 
 // Reasoning passes through; content goes on to the tool-call stage. Order is kept: the reasoning stage never
 // yields reasoning after content.
@@ -26,7 +28,7 @@ void OutputParser::route(std::vector<OutputEvent>& stage, std::vector<OutputEven
 }
 
 std::vector<OutputEvent> OutputParser::feed(std::string_view delta) {
-  std::vector<OutputEvent> stage, out;
+  std::vector<OutputEvent> stage, out = std::exchange(prefix_events_, {});
   if (finished_) return out;
   reasoning_.feed(delta, stage);
   route(stage, out);
@@ -34,7 +36,7 @@ std::vector<OutputEvent> OutputParser::feed(std::string_view delta) {
 }
 
 std::vector<OutputEvent> OutputParser::finish() {
-  std::vector<OutputEvent> stage, out;
+  std::vector<OutputEvent> stage, out = std::exchange(prefix_events_, {});
   if (finished_) return out;
   finished_ = true;
   reasoning_.finish(stage);

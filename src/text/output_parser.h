@@ -38,6 +38,10 @@ struct OutputParserOptions {
   bool parse_tool_calls = true;      // false: `<tool_call>` blocks are content (e.g. no tools, tool_choice none)
   ToolSchemas tools;                 // ToolSchemas::from_openai_tools(request["tools"]); types XML values
   std::function<std::string(int index)> make_call_id;  // empty: "call_<index>"
+  // Text the output is known to begin with because the prompt ended with it (a forced tool-call opening,
+  // tool_call_opening.h): parsed as the first text of the output, so the model's continuation completes it.
+  // Its events (none for a call opening, which stays held until `</tool_call>`) come with the first feed/finish.
+  std::string prefix;
 };
 
 struct ToolCall {
@@ -74,6 +78,7 @@ class OutputParser {
   bool parse_tool_calls_;
   ReasoningParser reasoning_;
   ToolCallParser tools_;
+  std::vector<OutputEvent> prefix_events_;  // what the prefix settled, not yet returned
   bool finished_ = false;
 };
 

@@ -17,6 +17,13 @@ bool prompt_opens_reasoning(std::string_view rendered) {
          rendered.find_first_not_of(" \n", open + parser_detail::kThinkOpen.size()) == std::string_view::npos;
 }
 
+std::string close_open_reasoning(std::string_view rendered) {
+  if (!prompt_opens_reasoning(rendered)) return {};
+  const std::string_view after = rendered.substr(rendered.rfind(kThinkOpen) + kThinkOpen.size());
+  const std::string_view newlines = after == "\n" ? "\n" : after.empty() ? "\n\n" : "";
+  return std::string(newlines).append(kThinkClose).append("\n\n");
+}
+
 void ReasoningParser::feed(std::string_view delta, std::vector<OutputEvent>& out) {
   if (finished_) return;
   pending_ += delta;

@@ -36,6 +36,11 @@ struct ReasoningOptions {
 // for starts_in_reasoning when generating from that prompt (imp chat, imp serve).
 bool prompt_opens_reasoning(std::string_view rendered);
 
+// What closes that open thought empty, to be appended to the prompt ("" when none is open): the result ends in
+// `<think>\n\n</think>\n\n`, the empty thought the Qwen3/Qwen3.5/Flash-Next templates render with thinking
+// off. Used before a forced tool-call opening (tool_call_opening.h), which must not land inside a thought.
+std::string close_open_reasoning(std::string_view rendered);
+
 class ReasoningParser {
  public:
   explicit ReasoningParser(const ReasoningOptions& options = {});

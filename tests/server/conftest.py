@@ -34,9 +34,9 @@ def backend() -> str:
 class ServerProcess:
     """One `imp serve` process; its log (stderr) goes to a file the tests can read."""
 
-    def __init__(self, *extra_args: str, api_key: str | None = API_KEY):
+    def __init__(self, *extra_args: str, api_key: str | None = API_KEY, model_dir: Path = MODEL_DIR):
         self.log_file = tempfile.NamedTemporaryFile(prefix="imp_serve_", suffix=".log", delete=False)
-        args = [imp_binary(), "serve", "--model", str(MODEL_DIR), "--port", "0", "--backend", backend(), *extra_args]
+        args = [imp_binary(), "serve", "--model", str(model_dir), "--port", "0", "--backend", backend(), *extra_args]
         if api_key:
             args += ["--api-key", api_key]
         self.api_key = api_key
@@ -124,3 +124,23 @@ WEATHER_TOOL = {
         },
     },
 }
+
+
+def collect_stream(stream):
+    """(content, reasoning, calls by index, finish_reason) from a streamed chat completion."""
+    content, reasoning, calls, finish = "", "", {}, None
+    for chunk in stream:
+        for choice in chunk.choices:
+            content += choice.delta.content or ""
+            reasoning += getattr(choice.delta, "reasoning_content", None) or ""
+            finish = choice.finish_reason or finish
+            for delta in choice.delta.tool_calls or []:
+                call = calls.setdefault(delta.index, {"id": None, "name": "", "arguments": ""})
+                if delta.id:
+                    call["id"] = delta.id
+                    assert delta.type == "function"
+                if delta.function and delta.function.name:
+                    call["name"] += delta.function.name
+                if delta.function and delta.function.arguments:
+                    call["arguments"] += delta.function.arguments
+    return content, reasoning, calls, finish

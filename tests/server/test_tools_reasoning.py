@@ -3,7 +3,7 @@ request field imp_forced_output: the server generates exactly that text's tokens
 detokenizer and the output parser, the same path as sampled tokens."""
 import json
 
-from conftest import MODEL, WEATHER_TOOL
+from conftest import MODEL, WEATHER_TOOL, collect_stream
 
 CALL_TEXT = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}\n</tool_call>'
 MESSAGES = [{"role": "user", "content": "Weather in Paris?"}]
@@ -35,20 +35,7 @@ def test_tool_call_round_trip(client):
 def test_streamed_tool_call_deltas(client):
     stream = client.chat.completions.create(model=MODEL, messages=MESSAGES, tools=[WEATHER_TOOL], max_tokens=400,
                                             stream=True, extra_body={"imp_forced_output": "Let me check. " + CALL_TEXT})
-    calls, content, finish = {}, "", None
-    for chunk in stream:
-        for choice in chunk.choices:
-            content += choice.delta.content or ""
-            finish = choice.finish_reason or finish
-            for delta in choice.delta.tool_calls or []:
-                call = calls.setdefault(delta.index, {"id": None, "name": "", "arguments": ""})
-                if delta.id:
-                    call["id"] = delta.id
-                    assert delta.type == "function"
-                if delta.function and delta.function.name:
-                    call["name"] += delta.function.name
-                if delta.function and delta.function.arguments:
-                    call["arguments"] += delta.function.arguments
+    content, _, calls, finish = collect_stream(stream)
     assert finish == "tool_calls"
     assert content == "Let me check. "
     assert list(calls) == [0]
@@ -64,14 +51,6 @@ def test_tool_choice_none_leaves_the_text_alone(client):
     assert response.choices[0].finish_reason == "stop"
 
 
-def test_tool_choice_required_and_named_are_accepted(client):
-    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
-        response = client.chat.completions.create(model=MODEL, messages=MESSAGES, tools=[WEATHER_TOOL],
-                                                  tool_choice=choice, max_tokens=400,
-                                                  extra_body={"imp_forced_output": CALL_TEXT})
-        assert response.choices[0].message.tool_calls[0].function.name == "get_weather"
-
-
 def test_reasoning_is_split_from_content(client):
     text = "<think>\nThe user greets me.\n</think>\n\nHello!"
     response = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=200,
@@ -82,11 +61,7 @@ def test_reasoning_is_split_from_content(client):
 
     stream = client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=200, stream=True,
                                             extra_body={"imp_forced_output": text})
-    reasoning, content = "", ""
-    for chunk in stream:
-        for choice in chunk.choices:
-            reasoning += getattr(choice.delta, "reasoning_content", None) or ""
-            content += choice.delta.content or ""
+    content, reasoning, _, _ = collect_stream(stream)
     assert (reasoning, content) == (message.reasoning_content, message.content)
 
 
