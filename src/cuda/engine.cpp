@@ -48,6 +48,9 @@ const bool registered = (runtime::register_backend("cuda", &make_cuda_engine), t
 CudaEngine::CudaEngine(const std::filesystem::path& model_dir, const runtime::EngineOptions& options)
     : config_(model::load_config(model_dir)) {
   (void)registered;
+  if (options.max_context > config_.max_position_embeddings) {
+    fail("--max-context {} exceeds the model's max_position_embeddings {}", options.max_context, config_.max_position_embeddings);
+  }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     fail("backend 'cuda' needs an NVIDIA GPU, and none is visible (cudaGetDeviceCount found {})", devices);

@@ -26,6 +26,8 @@ class CudaEngine final : public runtime::Engine, public runtime::DeviceBenchmark
 
   const model::ModelConfig& config() const override { return config_; }
   std::string backend_name() const override { return "cuda"; }
+  int64_t max_context() const override { return context_; }
+  int64_t kv_capacity_tokens() const override { return static_cast<int64_t>(kv_->total_pages()) * KvCache::kPageSize; }
   runtime::SequenceId new_sequence() override;
   runtime::SequenceId fork(runtime::SequenceId source) override;
   void release(runtime::SequenceId sequence) override;
@@ -44,7 +46,6 @@ class CudaEngine final : public runtime::Engine, public runtime::DeviceBenchmark
                                  std::vector<int32_t>* tokens = nullptr) override;
 
   const DeviceModel& device_model() const { return *model_; }
-  int64_t context() const { return context_; }
 
  private:
   SequenceStateDevice& at(runtime::SequenceId id) const;

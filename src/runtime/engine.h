@@ -46,6 +46,11 @@ class Engine {
   virtual const model::ModelConfig& config() const = 0;
   virtual std::string backend_name() const = 0;
 
+  // The longest sequence this engine holds (its context length, decided at load).
+  virtual int64_t max_context() const { return config().max_position_embeddings; }
+  // Tokens the KV cache holds across all sequences; 0: bounded only by host memory (the CPU reference).
+  virtual int64_t kv_capacity_tokens() const { return 0; }
+
   virtual SequenceId new_sequence() = 0;
   // A new sequence with a copy of `source`'s state (prefix reuse, speculation rollback points).
   virtual SequenceId fork(SequenceId source) = 0;

@@ -289,17 +289,24 @@ void App::generate(const httplib::Request& req, httplib::Response& res, bool cha
 
 void App::load() {
   const auto start = Clock::now();
-  engine_ = runtime::load_engine(options_.model_dir, {.backend = options_.backend});
+  engine_ = runtime::load_engine(options_.model_dir, {.backend = options_.backend, .max_context = options_.max_context});
   const model::ModelConfig& config = engine_->config();
-  int64_t context = config.max_position_embeddings;
-  if (options_.max_context > 0) {
-    if (options_.max_context > context) {
-      fail("--max-context {} exceeds the model's max_position_embeddings {}", options_.max_context, context);
-    }
-    context = options_.max_context;
+  if (options_.max_context > config.max_position_embeddings) {
+    fail("--max-context {} exceeds the model's max_position_embeddings {}", options_.max_context, config.max_position_embeddings);
   }
+  // The engine decides its context (the GPU backend from its memory plan); --max-context can only lower it.
+  int64_t context = engine_->max_context();
+  if (options_.max_context > 0) context = std::min(context, options_.max_context);
   const size_t running = options_.max_running > 0 ? options_.max_running : (options_.backend == "cpu" ? 4 : 16);
-  const int64_t budget = options_.kv_budget_tokens > 0 ? options_.kv_budget_tokens : static_cast<int64_t>(running) * context;
+  int64_t budget = options_.kv_budget_tokens > 0 ? options_.kv_budget_tokens : static_cast<int64_t>(running) * context;
+  if (const int64_t capacity = engine_->kv_capacity_tokens(); capacity > 0) {
+    // KV pages round each sequence up: keep one page per running sequence spare.
+    const int64_t usable = capacity - static_cast<int64_t>(running) * 64;
+    if (budget > usable) {
+      log::info("KV budget lowered from {} to {} tokens: the engine's KV cache holds {} tokens", budget, usable, capacity);
+      budget = usable;
+    }
+  }
   if (budget < context) fail("--kv-budget-tokens {} is below the context length {}: no full request could run", budget, context);
   log::info("serving context {} tokens (max_position_embeddings {}, --max-context {}); {} sequences at once, "
             "KV budget {} tokens, queue {}, request timeout {:.0f} s",

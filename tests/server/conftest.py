@@ -77,7 +77,7 @@ class ServerProcess:
         """A raw POST: a dict is sent as JSON, bytes as they are."""
         content = body if isinstance(body, (bytes, str)) else json.dumps(body)
         headers = {"Content-Type": "application/json", **self.headers()}
-        return httpx.post(self.base + path, content=content, headers=headers, timeout=60, **kwargs)
+        return httpx.post(self.base + path, content=content, headers=headers, **{"timeout": 60, **kwargs})
 
     def metrics(self) -> dict[str, float]:
         text = httpx.get(self.base + "/metrics").text

@@ -23,8 +23,8 @@ def test_full_queue_answers_503_at_once():
     try:
         results = []
 
-        def long_request():
-            results.append(server.post("/v1/chat/completions", chat_body(max_tokens=LONG)).status_code)
+        def long_request():  # two of these run one after the other: allow for a slow, busy CI machine
+            results.append(server.post("/v1/chat/completions", chat_body(max_tokens=LONG), timeout=300).status_code)
 
         threads = [threading.Thread(target=long_request) for _ in range(2)]  # one runs, one waits in the queue
         for t in threads:
