@@ -14,7 +14,7 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr int64_t kDefaultContextCap = 32768;
-constexpr int64_t kPlannedSequences = 4;  // full-context sequences the KV cache is sized for
+constexpr int64_t kMaxSequences = 16;  // sequences the plan makes room for (the server's default concurrency)
 constexpr int32_t kMaxPrefillChunk = 4096;
 
 // Device bytes of one sequence's fixed state at `context` tokens (KV pages not included).
@@ -68,44 +68,43 @@ CudaEngine::CudaEngine(const std::filesystem::path& model_dir, const runtime::En
   IMP_CUDA_CHECK(cudaMallocHost(&host_logits_, static_cast<size_t>(kPrefillLogitRows) * static_cast<size_t>(config_.vocab_size) * sizeof(float)));
   prefill_logits_ = DeviceBuffer<float>(static_cast<size_t>(kPrefillLogitRows) * static_cast<size_t>(config_.vocab_size));
 
-  // Memory plan: the context length, then KV pages for a few sequences at full context within 90% of what
-  // is free after the weights.
+  // Memory plan, within 90% of what is free after the weights: the context length; the fixed state of up to 16
+  // sequences; a prefill workspace of at most a quarter of the rest; KV pages for up to 16 full-context
+  // sequences from what remains (at least one).
   size_t free_bytes = 0, total_bytes = 0;
   IMP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   context_ = options.max_context > 0 ? options.max_context : std::min(config_.max_position_embeddings, kDefaultContextCap);
   const int32_t layers = attention_layers(config_);
   const int32_t kv_width = static_cast<int32_t>(config_.num_key_value_heads * config_.head_dim);
   const uint64_t page_bytes = KvCache::bytes_per_page(std::max(layers, 1), kv_width);
-  const uint64_t per_sequence = sequence_state_bytes(config_, context_) +
-                                static_cast<uint64_t>(KvCache::pages_for(context_)) * page_bytes;
+  const uint64_t state_bytes = sequence_state_bytes(config_, context_);
+  const uint64_t full_context_kv = static_cast<uint64_t>(KvCache::pages_for(context_)) * page_bytes;
   const uint64_t budget = static_cast<uint64_t>(static_cast<double>(free_bytes) * 0.9);
-  const int64_t fitting = static_cast<int64_t>(budget / std::max<uint64_t>(per_sequence, 1));
-  if (fitting < 1) {
-    fail("not enough GPU memory for one sequence of {} tokens: it needs {:.2f} GiB and {:.2f} GiB are free after the "
-         "weights; pass a shorter --max-context",
-         context_, static_cast<double>(per_sequence) / kGiB, static_cast<double>(free_bytes) / kGiB);
+  const uint64_t fixed = kMaxSequences * state_bytes;
+  if (budget < fixed + full_context_kv) {
+    fail("not enough GPU memory for sequences of {} tokens: {} sequences' state ({:.2f} GiB) and one full context of KV "
+         "({:.2f} GiB) exceed the {:.2f} GiB free after the weights; pass a shorter --max-context",
+         context_, kMaxSequences, static_cast<double>(fixed) / kGiB, static_cast<double>(full_context_kv) / kGiB,
+         static_cast<double>(free_bytes) / kGiB);
   }
-  const int64_t planned = std::min(fitting, kPlannedSequences);
-  // Prefill chunk: the largest (up to 4096 tokens, and the context) whose workspace takes at most a quarter of
-  // what the KV cache leaves.
-  const uint64_t kv_planned = static_cast<uint64_t>(planned) * per_sequence;
-  const uint64_t prefill_budget = (budget > kv_planned ? budget - kv_planned : 0) / 4;
+  const uint64_t rest = budget - fixed - full_context_kv;  // the first full context is reserved above
   int32_t chunk = static_cast<int32_t>(std::min<int64_t>(kMaxPrefillChunk, context_));
-  while (chunk > 16 && PrefillWorkspace::bytes_for(*model_, chunk) > prefill_budget) chunk /= 2;
+  while (chunk > 16 && PrefillWorkspace::bytes_for(*model_, chunk) > rest / 4) chunk /= 2;
+  const uint64_t prefill_bytes = PrefillWorkspace::bytes_for(*model_, chunk);
   prefill_ = std::make_unique<PrefillWorkspace>(*model_, chunk);
-  log::info("prefill: chunks of {} tokens, workspace {:.2f} GiB (at most a quarter of the {:.2f} GiB left after the KV "
-            "cache; at most {} tokens)",
-            chunk, static_cast<double>(PrefillWorkspace::bytes_for(*model_, chunk)) / kGiB,
-            static_cast<double>(budget > kv_planned ? budget - kv_planned : 0) / kGiB, kMaxPrefillChunk);
-  const int32_t pages = static_cast<int32_t>(planned * KvCache::pages_for(context_));
+  const int64_t extra_pages = static_cast<int64_t>((rest > prefill_bytes ? rest - prefill_bytes : 0) / page_bytes);
+  const int64_t max_pages = kMaxSequences * KvCache::pages_for(context_);
+  const int32_t pages = static_cast<int32_t>(std::min<int64_t>(max_pages, KvCache::pages_for(context_) + extra_pages));
   kv_ = std::make_unique<KvCache>(pages, std::max(layers, 1), kv_width);
-  log::info("memory plan: {:.2f} GiB free after weights; context {} tokens{}; KV cache {} pages x {} tokens x {:.1f} KiB "
-            "= {:.2f} GiB ({} sequences at full context); per-sequence state {:.1f} MiB",
+  log::info("memory plan: {:.2f} GiB free after weights; context {} tokens{}; per-sequence state {:.1f} MiB (room for {}); "
+            "prefill chunks of {} tokens ({:.2f} GiB workspace); KV cache {} pages x {} tokens x {:.1f} KiB = {:.2f} GiB "
+            "({:.1f} sequences at full context)",
             static_cast<double>(free_bytes) / kGiB, context_,
             options.max_context > 0 ? " (--max-context)" : fmt::format(" (min of the model's {} and {})", config_.max_position_embeddings, kDefaultContextCap),
-            pages, KvCache::kPageSize, static_cast<double>(page_bytes) / 1024.0,
-            static_cast<double>(pages) * static_cast<double>(page_bytes) / kGiB, planned,
-            static_cast<double>(sequence_state_bytes(config_, context_)) / (1024.0 * 1024.0));
+            static_cast<double>(state_bytes) / (1024.0 * 1024.0), kMaxSequences, chunk,
+            static_cast<double>(prefill_bytes) / kGiB, pages, KvCache::kPageSize, static_cast<double>(page_bytes) / 1024.0,
+            static_cast<double>(pages) * static_cast<double>(page_bytes) / kGiB,
+            static_cast<double>(pages) / static_cast<double>(KvCache::pages_for(context_)));
 }
 
 CudaEngine::~CudaEngine() {
