@@ -8,3 +8,9 @@ python3 -m pip install -q --disable-pip-version-check -r tests/requirements.txt
 cmake --preset cpu >/dev/null
 cmake --build --preset cpu
 ctest --preset cpu
+# The CUDA backend and its GPU tests compile wherever the CUDA toolkit is; they run on the GPU machine
+# (scripts/gpu_visit.sh, CTest label gpu).
+if [ -x /usr/local/cuda/bin/nvcc ]; then
+  cmake --preset cuda >/dev/null
+  cmake --build --preset cuda --target imp imp_gpu_tests imp_kernel_bench
+fi
