@@ -199,6 +199,8 @@ struct DeviceModel::Builder {
     return t;
   }
 
+  void build(size_t ple_table_bytes);
+
   PleDevice ple(int layer, const model::PleWeights* w, size_t dummy_table_bytes) {
     const model::ModelConfig& c = model.config_;
     const int64_t d = c.hidden_size, width = c.stream_width(), e = c.ple_embed_dim;
@@ -244,29 +246,37 @@ NgramHashDevice to_device(const model::NgramHash& hash) {
   return h;
 }
 
+// Every layer, the embedding, the LM head and the final mixer, from the checkpoint or random.
+void DeviceModel::Builder::build(size_t ple_table_bytes) {
+  const model::ModelConfig& c = model.config_;
+  for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
+    const model::LayerWeights* lw = weights ? &weights->layers[static_cast<size_t>(layer)] : nullptr;
+    LayerDevice ld;
+    ld.type = c.layer_types[static_cast<size_t>(layer)];
+    ld.attn_hc = hyper_connection(lw ? &lw->attn_hc : nullptr, true);
+    ld.mlp_hc = hyper_connection(lw ? &lw->mlp_hc : nullptr, true);
+    if (ld.type == model::LayerType::kLinearAttention) {
+      ld.gdn = gated_delta_net(lw ? &*lw->gdn : nullptr);
+    } else {
+      ld.attention = attention(lw ? &*lw->attention : nullptr);
+    }
+    ld.moe = moe(lw ? &lw->moe : nullptr);
+    if (c.ple_index(layer) >= 0) ld.ple = ple(layer, lw ? &*lw->ple : nullptr, ple_table_bytes);
+    model.layers_.push_back(std::move(ld));
+  }
+  model.embed_tokens_ = projection(c.vocab_size, c.hidden_size, {weights ? weights->embed_tokens : nullptr});
+  model.lm_head_ = projection(c.vocab_size, c.hidden_size, {weights ? weights->lm_head : nullptr});
+  model.mixer_ = hyper_connection(weights ? &weights->mixer : nullptr, false);
+  model.inv_freq_ = DeviceBuffer<float>(cpu::Rope(c).inv_freq);
+  IMP_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 std::unique_ptr<DeviceModel> DeviceModel::upload(const model::ModelConfig& config, const model::ModelWeights& weights) {
   std::unique_ptr<DeviceModel> model(new DeviceModel(config));
   model->slot_layout_ = model::ExpertSlotLayout::make(
       static_cast<int32_t>(config.hidden_size), static_cast<int32_t>(config.moe_intermediate_size),
       weights.experts_nvfp4 ? model::SlotFormat::kNvfp4 : model::SlotFormat::kBf16);
-  Builder builder{*model, &weights, 0};
-  for (int layer = 0; layer < config.num_hidden_layers; ++layer) {
-    const model::LayerWeights& lw = weights.layers[static_cast<size_t>(layer)];
-    LayerDevice ld;
-    ld.type = lw.type;
-    ld.attn_hc = builder.hyper_connection(&lw.attn_hc, true);
-    ld.mlp_hc = builder.hyper_connection(&lw.mlp_hc, true);
-    if (lw.gdn) ld.gdn = builder.gated_delta_net(&*lw.gdn);
-    if (lw.attention) ld.attention = builder.attention(&*lw.attention);
-    ld.moe = builder.moe(&lw.moe);
-    if (lw.ple) ld.ple = builder.ple(layer, &*lw.ple, 0);
-    model->layers_.push_back(std::move(ld));
-  }
-  model->embed_tokens_ = builder.projection(config.vocab_size, config.hidden_size, {weights.embed_tokens});
-  model->lm_head_ = builder.projection(config.vocab_size, config.hidden_size, {weights.lm_head});
-  model->mixer_ = builder.hyper_connection(&weights.mixer, false);
-  model->inv_freq_ = DeviceBuffer<float>(cpu::Rope(config).inv_freq);
-  IMP_CUDA_CHECK(cudaDeviceSynchronize());
+  Builder{*model, &weights, 0}.build(0);
   log::info("cuda weights: {:.2f} GiB on the device ({} experts per layer in {} slots of {:.2f} MiB)",
             static_cast<double>(model->device_bytes_) / kGiB, config.num_experts,
             model->slot_layout_.format == model::SlotFormat::kNvfp4 ? "NVFP4" : "BF16",
@@ -278,26 +288,7 @@ std::unique_ptr<DeviceModel> DeviceModel::dummy(const model::ModelConfig& config
   std::unique_ptr<DeviceModel> model(new DeviceModel(config));
   model->slot_layout_ = model::ExpertSlotLayout::make(static_cast<int32_t>(config.hidden_size),
                                                       static_cast<int32_t>(config.moe_intermediate_size));
-  Builder builder{*model, nullptr, seed};
-  for (int layer = 0; layer < config.num_hidden_layers; ++layer) {
-    LayerDevice ld;
-    ld.type = config.layer_types[static_cast<size_t>(layer)];
-    ld.attn_hc = builder.hyper_connection(nullptr, true);
-    ld.mlp_hc = builder.hyper_connection(nullptr, true);
-    if (ld.type == model::LayerType::kLinearAttention) {
-      ld.gdn = builder.gated_delta_net(nullptr);
-    } else {
-      ld.attention = builder.attention(nullptr);
-    }
-    ld.moe = builder.moe(nullptr);
-    if (config.ple_index(layer) >= 0) ld.ple = builder.ple(layer, nullptr, ple_table_bytes);
-    model->layers_.push_back(std::move(ld));
-  }
-  model->embed_tokens_ = builder.projection(config.vocab_size, config.hidden_size, {});
-  model->lm_head_ = builder.projection(config.vocab_size, config.hidden_size, {});
-  model->mixer_ = builder.hyper_connection(nullptr, false);
-  model->inv_freq_ = DeviceBuffer<float>(cpu::Rope(config).inv_freq);
-  IMP_CUDA_CHECK(cudaDeviceSynchronize());
+  Builder{*model, nullptr, seed}.build(ple_table_bytes);
   log::info("dummy weights: {:.2f} GiB of random weights on the device (NVFP4 experts), PLE table {:.2f} GiB FP8 in "
             "pinned host memory (smaller than the hash range; row ids wrap)",
             static_cast<double>(model->device_bytes_) / kGiB, static_cast<double>(ple_table_bytes) / kGiB);
