@@ -107,13 +107,12 @@ int main() {
     std::vector<float> host_w(k, 0.1f);
     DeviceBuffer<float> weights(host_w), x(H), y(H);
     DeviceBuffer<uint16_t> act(static_cast<size_t>(k) * I);
-    DeviceBuffer<float> work(static_cast<size_t>(k) * H);
     IMP_CUDA_CHECK(cudaMemset(x.data(), 0, H * sizeof(float)));
     const double ms = median_ms(2, 9, [&](int iter) {
       for (int l = 0; l < layers; ++l) {
         const int32_t* s = slots.data() + (static_cast<size_t>(iter % variants) * layers + l) * k;
         imp::cuda::launch_expert_gate_up(pools[l].data(), scales.data(), layout, x.data(), s, 1, k, act.data(), nullptr);
-        imp::cuda::launch_expert_down(pools[l].data(), scales.data(), layout, act.data(), s, weights.data(), 1, k, work.data(), y.data(), nullptr);
+        imp::cuda::launch_expert_down(pools[l].data(), scales.data(), layout, act.data(), s, weights.data(), 1, k, y.data(), nullptr);
       }
     });
     const double bytes = static_cast<double>(layers) * k * static_cast<double>(layout.slot_bytes);
@@ -128,7 +127,7 @@ int main() {
     for (int l = 0; l < layers; ++l) {
       const int32_t* s = slots.data() + static_cast<size_t>(l) * k;
       imp::cuda::launch_expert_gate_up(pools[l].data(), scales.data(), layout, x.data(), s, 1, k, act.data(), stream);
-      imp::cuda::launch_expert_down(pools[l].data(), scales.data(), layout, act.data(), s, weights.data(), 1, k, work.data(), y.data(), stream);
+      imp::cuda::launch_expert_down(pools[l].data(), scales.data(), layout, act.data(), s, weights.data(), 1, k, y.data(), stream);
     }
     IMP_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
     IMP_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -137,6 +136,57 @@ int main() {
       IMP_CUDA_CHECK(cudaStreamSynchronize(stream));
     });
     out["experts_48_layers_top10_graph"] = {{"ms", graph_ms}, {"GBps", bytes / (graph_ms * 1e6)}};
+
+    // The router alone: 48 launches (512 experts, top 10, one row) in a graph, microseconds per launch.
+    std::vector<float> host_logits(static_cast<size_t>(layers) * experts);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    for (float& v : host_logits) v = normal(rng);
+    DeviceBuffer<float> logits(host_logits), top_weights(static_cast<size_t>(layers) * k);
+    DeviceBuffer<int32_t> top_experts(static_cast<size_t>(layers) * k);
+    cudaGraph_t router_graph;
+    cudaGraphExec_t router_exec;
+    IMP_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    for (int l = 0; l < layers; ++l) {
+      imp::cuda::launch_router_topk(logits.data() + static_cast<size_t>(l) * experts, 1, experts, k, true,
+                                    top_experts.data() + static_cast<size_t>(l) * k,
+                                    top_weights.data() + static_cast<size_t>(l) * k, stream);
+    }
+    IMP_CUDA_CHECK(cudaStreamEndCapture(stream, &router_graph));
+    IMP_CUDA_CHECK(cudaGraphInstantiate(&router_exec, router_graph, 0));
+    const double router_ms = median_ms(2, 9, [&](int) {
+      IMP_CUDA_CHECK(cudaGraphLaunch(router_exec, stream));
+      IMP_CUDA_CHECK(cudaStreamSynchronize(stream));
+    });
+    out["router_512_top10_48_graph"] = {{"ms", router_ms}, {"us_per_launch", router_ms * 1000 / layers}};
+
+    // The decode MoE path as forward.cpp runs it: per layer router -> gate/up -> down (choices from the router),
+    // 48 layers in one graph. Bytes: the chosen experts' slots.
+    cudaGraph_t moe_graph;
+    cudaGraphExec_t moe_exec;
+    IMP_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    for (int l = 0; l < layers; ++l) {
+      int32_t* chosen = top_experts.data() + static_cast<size_t>(l) * k;
+      float* chosen_w = top_weights.data() + static_cast<size_t>(l) * k;
+      imp::cuda::launch_router_topk(logits.data() + static_cast<size_t>(l) * experts, 1, experts, k, true, chosen, chosen_w,
+                                    stream);
+      imp::cuda::launch_expert_gate_up(pools[l].data(), scales.data(), layout, x.data(), chosen, 1, k, act.data(), stream);
+      imp::cuda::launch_expert_down(pools[l].data(), scales.data(), layout, act.data(), chosen, chosen_w, 1, k, y.data(),
+                                    stream);
+    }
+    IMP_CUDA_CHECK(cudaStreamEndCapture(stream, &moe_graph));
+    IMP_CUDA_CHECK(cudaGraphInstantiate(&moe_exec, moe_graph, 0));
+    const double moe_ms = median_ms(2, 9, [&](int) {
+      IMP_CUDA_CHECK(cudaGraphLaunch(moe_exec, stream));
+      IMP_CUDA_CHECK(cudaStreamSynchronize(stream));
+    });
+    out["moe_decode_48_layers_router_experts_graph"] = {{"ms", moe_ms}, {"GBps", bytes / (moe_ms * 1e6)}};
+    IMP_CUDA_CHECK(cudaGraphExecDestroy(moe_exec));
+    IMP_CUDA_CHECK(cudaGraphDestroy(moe_graph));
+    IMP_CUDA_CHECK(cudaGraphExecDestroy(router_exec));
+    IMP_CUDA_CHECK(cudaGraphDestroy(router_graph));
+    IMP_CUDA_CHECK(cudaGraphExecDestroy(exec));
+    IMP_CUDA_CHECK(cudaGraphDestroy(graph));
+    IMP_CUDA_CHECK(cudaStreamDestroy(stream));
   }
   std::printf("%s\n", out.dump(2).c_str());
   return 0;

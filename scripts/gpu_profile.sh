@@ -6,7 +6,8 @@
 set -uo pipefail
 out=${OUT:-/tmp/imp_out}
 mkdir -p "$out"
-export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:${LD_LIBRARY_PATH:-}"
+# cuBLAS from the toolkit on the machine (lib or lib64, whichever it has).
+export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
 # Dummy fills and the warm-up run come first; profile the kernels of the timed decode steps.
 ncu --metrics gpu__time_duration.sum --print-summary per-kernel --launch-skip ${NCU_SKIP:-400} --launch-count ${NCU_COUNT:-300} \
   build/cuda/bin/imp bench --dummy bench/configs/flash-next-4layers.json --backend cuda --pp 1 --tg 4 \

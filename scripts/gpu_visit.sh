@@ -4,6 +4,8 @@
 # fixture models, imp generate cuda vs cpu, and the server's openai-SDK suite on the CUDA backend (wheels
 # carried in build/wheels: the machine reaches no package registry). Expects build/cuda from this machine
 # (carried); writes logs and JSON under $OUT. Set IMP_COMMIT to the commit the build came from.
+# Steps: MEMCHECK=0, GENERATE=0 or SERVER=0 skip theirs; KERNEL_BENCH=1 adds imp_kernel_bench; PROFILE=1 adds
+# scripts/gpu_profile.sh (PREFILL=N for a prefill profile too) at the end.
 # If a golden fixture fails with this build and a fallback build is carried (build/fallback: imp and
 # imp_gpu_tests of an earlier commit, IMP_FALLBACK_COMMIT), the later steps use the fallback instead, so
 # the benchmark numbers always come from a build whose engine passed the golden tests.
@@ -11,7 +13,8 @@ set -uo pipefail
 out=${OUT:-/tmp/imp_out}
 mkdir -p "$out"
 # Shared libraries the GPU machine lacks (cpp-httplib and what it links), carried next to the binaries.
-export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:${LD_LIBRARY_PATH:-}"
+# cuBLAS from the toolkit on the machine (lib or lib64, whichever it has).
+export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv
 imp=build/cuda/bin/imp
 tests=build/cuda/tests/imp_gpu_tests
@@ -30,16 +33,31 @@ echo "== imp bench: full-scale dummy weights ($imp)"
 "$imp" bench --dummy bench/configs/qwen3.8-flash-next.json --backend cuda ${IMP_BENCH_ARGS:-} \
   --out "$out/bench_dummy.json" > /dev/null 2> "$out/bench_dummy.log"
 echo "bench rc=$?"; grep -E "pp |tg |roofline|memory plan|weights|prefill:" "$out/bench_dummy.log"
+if [ "${KERNEL_BENCH:-0}" = 1 ]; then
+  echo "== imp_kernel_bench"
+  build/cuda/bin/imp_kernel_bench > "$out/kernel_bench.json" 2> "$out/kernel_bench.log"; echo "kernel bench rc=$?"
+  head -c 1500 "$out/kernel_bench.json"; echo
+fi
+if [ "${MEMCHECK:-1}" = 1 ]; then
 echo "== compute-sanitizer memcheck on fixture models"
 compute-sanitizer --tool memcheck --error-exitcode 3 "$tests" \
   --gtest_filter="${MEMCHECK_FILTER:-*Golden*/ple_qsa:*Golden*/nvfp4:*Golden*/many_experts:*Ngram*}" > "$out/memcheck.log" 2>&1
 echo "memcheck rc=$?"; tail -3 "$out/memcheck.log"
+fi
+if [ "${GENERATE:-1}" = 1 ]; then
 echo "== imp generate: cuda vs cpu on the bundled fixture"
 for backend in cpu cuda; do
   "$imp" generate --model tests/fixtures/golden/ple_qsa --backend "$backend" --prompt-tokens 5,6,7,8,9 \
     --max-tokens 32 --ignore-eos --json 2>&1 | tail -1 | tee -a "$out/generate.log" | cut -c1-160
 done
+fi
+if [ "${SERVER:-1}" = 1 ]; then
 echo "== server suite (openai SDK) on the cuda backend"
 python3 -m pip install -q --no-index --find-links build/wheels --target /tmp/pydeps openai httpx2 pytest > /dev/null 2>&1
 PYTHONPATH=/tmp/pydeps IMP_BINARY="$PWD/$imp" IMP_BACKEND=cuda timeout ${SERVER_TIMEOUT:-150} python3 -m pytest -q -p no:cacheprovider \
   tests/server > "$out/server_cuda.log" 2>&1; echo "server suite rc=$?"; tail -3 "$out/server_cuda.log"
+fi
+if [ "${PROFILE:-0}" = 1 ]; then
+  echo "== ncu profile (4-layer slice)"
+  OUT="$out" bash scripts/gpu_profile.sh
+fi

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 
 #include "core/error.h"
 #include "cuda/kernels/bandwidth.h"
@@ -67,6 +68,8 @@ CudaEngine::CudaEngine(const std::filesystem::path& model_dir, const runtime::En
   workspace_ = std::make_unique<DecodeWorkspace>(*model_);
   IMP_CUDA_CHECK(cudaMallocHost(&host_logits_, static_cast<size_t>(kPrefillLogitRows) * static_cast<size_t>(config_.vocab_size) * sizeof(float)));
   prefill_logits_ = DeviceBuffer<float>(static_cast<size_t>(kPrefillLogitRows) * static_cast<size_t>(config_.vocab_size));
+  sample_params_ = DeviceBuffer<SampleParams>(1);
+  sampled_token_ = DeviceBuffer<int32_t>(1);
 
   // Memory plan, within 90% of what is free after the weights: the context length; the fixed state of up to 16
   // sequences; a prefill workspace of at most a quarter of the rest; KV pages for up to 16 full-context
@@ -89,9 +92,9 @@ CudaEngine::CudaEngine(const std::filesystem::path& model_dir, const runtime::En
   }
   const uint64_t rest = budget - fixed - full_context_kv;  // the first full context is reserved above
   int32_t chunk = static_cast<int32_t>(std::min<int64_t>(kMaxPrefillChunk, context_));
-  while (chunk > 16 && PrefillWorkspace::bytes_for(*model_, chunk) > rest / 4) chunk /= 2;
-  const uint64_t prefill_bytes = PrefillWorkspace::bytes_for(*model_, chunk);
-  prefill_ = std::make_unique<PrefillWorkspace>(*model_, chunk);
+  while (chunk > 16 && PrefillWorkspace::bytes_for(*model_, chunk, context_) > rest / 4) chunk /= 2;
+  const uint64_t prefill_bytes = PrefillWorkspace::bytes_for(*model_, chunk, context_);
+  prefill_ = std::make_unique<PrefillWorkspace>(*model_, chunk, context_);
   const int64_t extra_pages = static_cast<int64_t>((rest > prefill_bytes ? rest - prefill_bytes : 0) / page_bytes);
   const int64_t max_pages = kMaxSequences * KvCache::pages_for(context_);
   const int32_t pages = static_cast<int32_t>(std::min<int64_t>(max_pages, KvCache::pages_for(context_) + extra_pages));
@@ -168,8 +171,8 @@ void CudaEngine::download_logits(const float* device, size_t rows, std::vector<f
   out.insert(out.end(), host_logits_, host_logits_ + count);
 }
 
-void CudaEngine::prefill_chunk(SequenceStateDevice& sequence, std::span<const int32_t> tokens, bool all_rows, bool last,
-                               std::vector<float>& logits) {
+const float* CudaEngine::prefill_chunk(SequenceStateDevice& sequence, std::span<const int32_t> tokens, bool all_rows,
+                                       bool last, bool download_last, std::vector<float>& logits) {
   const int32_t count = static_cast<int32_t>(tokens.size());
   for (int32_t token : tokens) {
     if (token < 0 || token >= config_.vocab_size) fail("token id {} is outside the vocabulary [0, {})", token, config_.vocab_size);
@@ -182,38 +185,80 @@ void CudaEngine::prefill_chunk(SequenceStateDevice& sequence, std::span<const in
   IMP_CUDA_CHECK(cudaMemcpyAsync(prefill_->positions.data(), positions.data(), positions.size() * sizeof(int32_t),
                                  cudaMemcpyHostToDevice, stream_));
   enqueue_prefill(*model_, *kv_, sequence, *prefill_, count, stream_);
+  const float* last_row = nullptr;
   if (all_rows) {
     for (int32_t first = 0; first < count; first += kPrefillLogitRows) {
       const int32_t rows = std::min(kPrefillLogitRows, count - first);
       enqueue_prefill_logits(*model_, *prefill_, first, rows, prefill_logits_.data(), stream_);
       download_logits(prefill_logits_.data(), static_cast<size_t>(rows), logits);
+      last_row = prefill_logits_.data() + static_cast<size_t>(rows - 1) * static_cast<size_t>(config_.vocab_size);
     }
   } else if (last) {
     enqueue_prefill_logits(*model_, *prefill_, count - 1, 1, prefill_logits_.data(), stream_);
-    download_logits(prefill_logits_.data(), 1, logits);
+    if (download_last) download_logits(prefill_logits_.data(), 1, logits);
+    last_row = prefill_logits_.data();
   }
   sequence.length += count;
+  return last ? last_row : nullptr;
+}
+
+int32_t CudaEngine::choose_token(const float* row, const int32_t* greedy, const runtime::TokenSampling& sampling) {
+  const runtime::SamplingOptions& o = sampling.options;
+  const int32_t* chosen = greedy;
+  if (o.temperature > 0.0f) {
+    const SampleParams params{.temperature = o.temperature,
+                              .top_k = static_cast<int32_t>(std::clamp<int64_t>(o.top_k, 0, INT32_MAX)),
+                              .top_p = o.top_p,
+                              .min_p = o.min_p,
+                              .u = runtime::sampling_uniform(o.seed, sampling.draw)};
+    // Pageable source: the copy has read it when the call returns.
+    IMP_CUDA_CHECK(cudaMemcpyAsync(sample_params_.data(), &params, sizeof params, cudaMemcpyHostToDevice, stream_));
+    launch_sample_tokens(row, 1, static_cast<int32_t>(config_.vocab_size), sample_params_.data(), sampled_token_.data(), stream_);
+    chosen = sampled_token_.data();
+  } else if (!chosen) {  // greedy (runtime::sample_token's temperature <= 0 case): the argmax
+    launch_argmax(row, 1, static_cast<int32_t>(config_.vocab_size), sampled_token_.data(), stream_);
+    chosen = sampled_token_.data();
+  }
+  int32_t token = -1;
+  IMP_CUDA_CHECK(cudaMemcpyAsync(&token, chosen, sizeof token, cudaMemcpyDeviceToHost, stream_));
+  IMP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return token;
+}
+
+runtime::ForwardResult CudaEngine::run_request(const runtime::ForwardRequest& request, bool sample) {
+  if (request.tokens.empty()) fail("forward needs at least one token");
+  SequenceStateDevice& sequence = at(request.sequence);
+  runtime::ForwardResult result;
+  if (request.tokens.size() == 1) {
+    step(sequence, request.tokens.front());
+    if (!sample || request.all_logits) download_logits(workspace_->logits.data(), 1, result.logits);
+    // The decode graph ends with the argmax of its logits into step_token: the greedy choice.
+    if (sample) result.token = choose_token(workspace_->logits.data(), sequence.step_token.data(), *request.sampling);
+  } else {
+    const size_t chunk = static_cast<size_t>(prefill_->max_tokens);
+    const float* last_row = nullptr;
+    for (size_t first = 0; first < request.tokens.size(); first += chunk) {
+      const size_t count = std::min(chunk, request.tokens.size() - first);
+      last_row = prefill_chunk(sequence, request.tokens.subspan(first, count), request.all_logits,
+                               first + count == request.tokens.size(), !sample, result.logits);
+    }
+    if (sample) result.token = choose_token(last_row, nullptr, *request.sampling);
+  }
+  return result;
 }
 
 std::vector<std::vector<float>> CudaEngine::forward(std::span<const runtime::ForwardRequest> batch) {
   std::vector<std::vector<float>> out;
+  for (const runtime::ForwardRequest& request : batch) out.push_back(std::move(run_request(request, false).logits));
+  return out;
+}
+
+std::vector<runtime::ForwardResult> CudaEngine::forward_sampled(std::span<const runtime::ForwardRequest> batch) {
   for (const runtime::ForwardRequest& request : batch) {
-    if (request.tokens.empty()) fail("forward needs at least one token");
-    SequenceStateDevice& sequence = at(request.sequence);
-    std::vector<float> logits;
-    if (request.tokens.size() == 1) {
-      step(sequence, request.tokens.front());
-      download_logits(workspace_->logits.data(), 1, logits);
-    } else {
-      const size_t chunk = static_cast<size_t>(prefill_->max_tokens);
-      for (size_t first = 0; first < request.tokens.size(); first += chunk) {
-        const size_t count = std::min(chunk, request.tokens.size() - first);
-        prefill_chunk(sequence, request.tokens.subspan(first, count), request.all_logits,
-                      first + count == request.tokens.size(), logits);
-      }
-    }
-    out.push_back(std::move(logits));
+    if (request.sampling) runtime::check_token_sampling(*request.sampling);  // before any sequence moves
   }
+  std::vector<runtime::ForwardResult> out;
+  for (const runtime::ForwardRequest& request : batch) out.push_back(run_request(request, request.sampling.has_value()));
   return out;
 }
 

@@ -11,6 +11,7 @@
 
 #include "cuda/device_model.h"
 #include "cuda/forward.h"
+#include "cuda/kernels/sampling.h"
 #include "cuda/memory/kv_cache.h"
 #include "cuda/prefill.h"
 #include "cuda/sequence_state.h"
@@ -33,6 +34,9 @@ class CudaEngine final : public runtime::Engine, public runtime::DeviceBenchmark
   void release(runtime::SequenceId sequence) override;
   int64_t sequence_length(runtime::SequenceId sequence) const override;
   std::vector<std::vector<float>> forward(std::span<const runtime::ForwardRequest> batch) override;
+  // Sampled requests: the token is chosen on the device from the logits row there (the decode graph's argmax
+  // when greedy, else launch_sample_tokens) and 4 bytes come back instead of the row.
+  std::vector<runtime::ForwardResult> forward_sampled(std::span<const runtime::ForwardRequest> batch) override;
 
   runtime::DeviceBenchmark* device_benchmark() override { return this; }
 
@@ -50,10 +54,15 @@ class CudaEngine final : public runtime::Engine, public runtime::DeviceBenchmark
  private:
   SequenceStateDevice& at(runtime::SequenceId id) const;
   void step(SequenceStateDevice& sequence, int32_t token);  // enqueue one token (graph replay)
-  // Runs a chunk of prompt tokens; appends the logits asked for (all rows, or the last row when `last`).
-  void prefill_chunk(SequenceStateDevice& sequence, std::span<const int32_t> tokens, bool all_rows, bool last,
-                     std::vector<float>& logits);
+  // Runs a chunk of prompt tokens; appends the logits asked for (all rows, or the last row when `last` and
+  // `download_last`); returns the last token's logits row on the device when `last` (else nullptr).
+  const float* prefill_chunk(SequenceStateDevice& sequence, std::span<const int32_t> tokens, bool all_rows, bool last,
+                             bool download_last, std::vector<float>& logits);
   void download_logits(const float* device, size_t rows, std::vector<float>& out);
+  // One request: its logits (unless it is sampled and all_logits is off), and with `sample` its token.
+  runtime::ForwardResult run_request(const runtime::ForwardRequest& request, bool sample);
+  // The token `sampling` chooses from a device logits row; `greedy` (optional): the row's argmax, on the device.
+  int32_t choose_token(const float* row, const int32_t* greedy, const runtime::TokenSampling& sampling);
 
   model::ModelConfig config_;
   std::unique_ptr<DeviceModel> model_;
@@ -64,6 +73,8 @@ class CudaEngine final : public runtime::Engine, public runtime::DeviceBenchmark
   int64_t context_ = 0;
   cudaStream_t stream_ = nullptr;
   float* host_logits_ = nullptr;  // pinned [kLogitRows, vocab]
+  DeviceBuffer<SampleParams> sample_params_;  // [1]: a sampled request's parameters
+  DeviceBuffer<int32_t> sampled_token_;        // [1]: its token
   std::map<runtime::SequenceId, std::unique_ptr<SequenceStateDevice>> sequences_;
   runtime::SequenceId next_id_ = 1;
 };

@@ -13,6 +13,7 @@
 #include "cuda/kernels/qsa.h"
 #include "cuda/kernels/sampling.h"
 #include "cuda/kernels/shared_expert.h"
+#include "cuda/launch.h"
 
 namespace imp::cuda {
 namespace {
@@ -43,9 +44,11 @@ void hyper_connection_read(const model::ModelConfig& c, const HyperConnectionDev
                         ws.x.data(), stream);
 }
 
-void hyper_connection_write(const model::ModelConfig& c, DecodeWorkspace& ws, cudaStream_t stream) {
-  launch_hc_write(ws.y.data(), ws.low.data() + c.hc_lowrank, 1, static_cast<int32_t>(c.hc_count),
-                  static_cast<int32_t>(c.hidden_size), ws.stream.data(), stream);
+// The mixer's output projection, written straight into the streams (cpu::hyper_connection_write): ws.core ->
+// ws.stream, with the inject weights of this block's read.
+void out_projection_hc_write(const model::ModelConfig& c, const DenseWeight& w, DecodeWorkspace& ws, cudaStream_t stream) {
+  launch_gemv_bf16_hc_write(w.data, ws.core.data(), w.rows, w.cols, ws.low.data() + c.hc_lowrank,
+                            static_cast<int32_t>(c.hc_count), ws.stream.data(), stream);
 }
 
 // PLE (cpu::ple_block): adds its output to the streams.
@@ -66,21 +69,22 @@ void ple_block(const model::ModelConfig& c, const PleDevice& p, LayerStateDevice
                        static_cast<int32_t>(c.ngram_size), state.ple_conv.data(), 1, width, ws.stream.data(), stream);
 }
 
-// Gated DeltaNet decode step (cpu::gated_delta_net, token by token): ws.x -> ws.y.
+// Gated DeltaNet decode step (cpu::gated_delta_net, token by token): ws.x -> the streams.
 void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, LayerStateDevice& state,
                      DecodeWorkspace& ws, cudaStream_t stream) {
   const GatedDeltaNetShape shape = gdn_shape(c);
-  gemv(g.in_proj, ws.x.data(), ws.proj.data(), stream);  // [qkv | z | b | a]
-  float* mixed = ws.proj.data();
+  // [qkv | z | b | a], the conv step applied to qkv.
+  launch_gdn_in_proj_conv(shape, g.small, g.in_proj.data, ws.x.data(), g.in_proj.rows, g.in_proj.cols,
+                          state.gdn_conv.data(), ws.proj.data(), stream);
+  const float* mixed = ws.proj.data();
   const float* z = mixed + c.gdn_conv_dim();
   const float* b = z + c.gdn_value_dim();
   const float* a = b + c.linear_num_value_heads;
-  launch_gdn_conv_step(shape, g.small, mixed, state.gdn_conv.data(), 1, stream);
   launch_gdn_recurrent_step(shape, g.small, mixed, z, b, a, state.gdn_recurrent.data(), ws.core.data(), 1, stream);
-  gemv(g.out_proj, ws.core.data(), ws.y.data(), stream);
+  out_projection_hc_write(c, g.out_proj, ws, stream);
 }
 
-// Gated attention with q/k norm, partial RoPE, paged KV and (when configured) QSA: ws.x -> ws.y.
+// Gated attention with q/k norm, partial RoPE, paged KV and (when configured) QSA: ws.x -> the streams.
 void attention(const model::ModelConfig& c, const DeviceModel& model, const AttentionDevice& a, const KvPages& pages,
                LayerStateDevice& state, const int32_t* position, DecodeWorkspace& ws, cudaStream_t stream) {
   const int32_t heads = static_cast<int32_t>(c.num_attention_heads), kv_heads = static_cast<int32_t>(c.num_key_value_heads);
@@ -110,10 +114,10 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
   }
   launch_attention_decode(pages, qg, qg + hd, 2 * hd, position, selected, count, ws.max_selected, 1, heads, kv_heads, hd,
                           ws.attention_partials.data(), ws.core.data(), stream);
-  gemv(a.o_proj, ws.core.data(), ws.y.data(), stream);
+  out_projection_hc_write(c, a.o_proj, ws, stream);
 }
 
-// Sparse MoE with the shared expert (cpu::moe_block): ws.x -> ws.y.
+// Sparse MoE with the shared expert (cpu::moe_block): ws.x -> the routed experts' sum in ws.y -> the streams.
 void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeDevice& m, DecodeWorkspace& ws,
                cudaStream_t stream) {
   const int32_t experts = static_cast<int32_t>(c.num_experts), k = static_cast<int32_t>(c.num_experts_per_tok);
@@ -126,10 +130,10 @@ void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeD
   launch_expert_gate_up(m.pool.data(), m.scales.data(), model.slot_layout(), ws.x.data(), ws.top_experts.data(), 1, k,
                         ws.expert_act.data(), stream);
   launch_expert_down(m.pool.data(), m.scales.data(), model.slot_layout(), ws.expert_act.data(), ws.top_experts.data(),
-                     ws.top_weights.data(), 1, k, ws.expert_partials.data(), ws.y.data(), stream);
-  launch_swiglu(shared, shared + is, 2 * is + 1, 1, is, ws.shared_act.data(), stream);
-  gemv(m.shared_down, ws.shared_act.data(), ws.shared_out.data(), stream);
-  launch_add_sigmoid_gated(ws.shared_out.data(), shared + 2 * is, 2 * is + 1, 1, d, ws.y.data(), stream);
+                     ws.top_weights.data(), 1, k, ws.y.data(), stream);
+  // The shared expert, its gate, and the hyper-connection write of the block's output, in one kernel.
+  launch_shared_expert_hc_write(m.shared_down.data, shared, is, d, ws.y.data(), ws.low.data() + c.hc_lowrank,
+                                static_cast<int32_t>(c.hc_count), ws.stream.data(), stream);
 }
 
 }  // namespace
@@ -156,9 +160,6 @@ DecodeWorkspace::DecodeWorkspace(const DeviceModel& model) {
   top_experts = DeviceBuffer<int32_t>(k);
   top_weights = DeviceBuffer<float>(k);
   expert_act = DeviceBuffer<uint16_t>(k * static_cast<size_t>(model.slot_layout().padded_intermediate));
-  expert_partials = DeviceBuffer<float>(k * d);
-  shared_act = DeviceBuffer<float>(static_cast<size_t>(c.shared_expert_intermediate_size));
-  shared_out = DeviceBuffer<float>(d);
   const bool ple = !c.ple_layer_ids.empty();
   ple_ids = DeviceBuffer<int64_t>(ple ? static_cast<size_t>(c.ngram_heads()) : 1);
   ple_emb = DeviceBuffer<float>(ple ? static_cast<size_t>(c.ple_embed_dim) : 1);
@@ -174,6 +175,7 @@ void enqueue_decode_step(const DeviceModel& model, const KvCache& kv, SequenceSt
   const model::ModelConfig& c = model.config();
   const int32_t* token = sequence.step_token.data();
   const int32_t* position = sequence.step_position.data();
+  const PdlScope pdl;  // each kernel's launch overlaps the previous one's tail (launch.h)
 
   // Embedding (unscaled) into every stream.
   launch_embed_streams(model.embed_tokens().data, token, 1, static_cast<int32_t>(c.hidden_size),
@@ -186,7 +188,8 @@ void enqueue_decode_step(const DeviceModel& model, const KvCache& kv, SequenceSt
     // PLE adds hashed n-gram features to the stream before the mixer block.
     if (ld.ple) ple_block(c, *ld.ple, state, token, ws, stream);
 
-    // Token mixer: Gated DeltaNet or gated attention, read from and written back to the streams.
+    // Token mixer: Gated DeltaNet or gated attention, read from and written back to the streams (the output
+    // projection writes them).
     hyper_connection_read(c, ld.attn_hc, ws, stream);
     if (ld.gdn) {
       gated_delta_net(c, *ld.gdn, state, ws, stream);
@@ -194,12 +197,10 @@ void enqueue_decode_step(const DeviceModel& model, const KvCache& kv, SequenceSt
       const KvPages pages = kv.pages(state.attention_index, sequence.page_table.data(), sequence.max_pages);
       attention(c, model, *ld.attention, pages, state, position, ws, stream);
     }
-    hyper_connection_write(c, ws, stream);
 
     // Channel mixer: sparse MoE with the shared expert.
     hyper_connection_read(c, ld.mlp_hc, ws, stream);
     moe_block(c, model, ld.moe, ws, stream);
-    hyper_connection_write(c, ws, stream);
   }
 
   // Final mixer read (no norm after it), the LM head, the greedy token fed back, the position advanced.

@@ -29,9 +29,6 @@ struct DecodeWorkspace {
   DeviceBuffer<int32_t> top_experts;
   DeviceBuffer<float> top_weights;
   DeviceBuffer<uint16_t> expert_act;  // [k, padded I]
-  DeviceBuffer<float> expert_partials;  // [k, H]
-  DeviceBuffer<float> shared_act;   // [I_shared]
-  DeviceBuffer<float> shared_out;   // [d]
   DeviceBuffer<int64_t> ple_ids;    // [ngram heads]
   DeviceBuffer<float> ple_emb, ple_key_value, ple_query, ple_gated, ple_normed;
   DeviceBuffer<float> logits;       // [vocab]

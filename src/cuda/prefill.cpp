@@ -39,7 +39,7 @@ bool flash_attention_fits(int64_t head_dim) {
 void gemm_rows(const DenseWeight& w, int64_t first_row, int64_t rows, const float* x, int32_t tokens, float* y,
                PrefillWorkspace& ws, cudaStream_t stream) {
   launch_gemm_bf16_split(x, w.data + first_row * w.cols, tokens, static_cast<int32_t>(rows), w.cols, y,
-                         ws.gemm_residual.data(), ws.gemm_partial.data(), stream);
+                         ws.gemm_scratch.data(), stream);
 }
 void gemm(const DenseWeight& w, const float* x, int32_t tokens, float* y, PrefillWorkspace& ws, cudaStream_t stream) {
   gemm_rows(w, 0, w.rows, x, tokens, y, ws, stream);
@@ -137,17 +137,31 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
     // Selection is everything while (position + 1) / ratio <= block_topk.
     const int64_t first_sparse = (c.block_topk() + 1) * ratio - 1;
     dense_rows = static_cast<int32_t>(std::clamp<int64_t>(first_sparse - first, 0, T));
-    for (int32_t t = dense_rows; t < T; ++t) {
-      launch_qsa_select(ws.index_q.data() + sz(t) * sz(ih) * sz(id), ih, id, state.block_keys.data(), positions + t, ratio,
-                        static_cast<int32_t>(c.block_topk()), ws.qsa_scores.data(),
-                        ws.selected.data() + sz(t) * sz(ws.max_selected), ws.selected_count.data() + t, stream);
-    }
-    if (dense_rows < T) {
-      const size_t q_at = sz(dense_rows) * sz(q_rows);
+    const int32_t sparse_rows = T - dense_rows, block_topk = static_cast<int32_t>(c.block_topk());
+    const int32_t max_blocks = static_cast<int32_t>((first + T) / ratio);  // complete blocks of the last row
+    const size_t q_at = sz(dense_rows) * sz(q_rows), out_at = sz(dense_rows) * sz(heads) * sz(hd);
+    if (sparse_rows > 0 && flash_attention_fits(hd) && max_blocks <= qsa_select_rows_max_blocks(ih, id) &&
+        max_blocks / 32 + 1 <= ws.mask_words) {
+      // Rows beyond the budget: one batched selection into per-row block bitmaps, one block-masked flash attention.
+      launch_qsa_select_rows(ws.index_q.data() + sz(dense_rows) * sz(ih) * sz(id), sparse_rows, ih, id,
+                             state.block_keys.data(), positions + dense_rows, max_blocks, ratio, block_topk,
+                             ws.block_mask.data(), ws.mask_words, stream);
+      launch_attention_prefill(pages, ws.qg.data() + q_at, ws.qg.data() + q_at + hd, 2 * hd, positions + dense_rows,
+                               sparse_rows, heads, kv_heads, hd, ws.core.data() + out_at, stream, ws.block_mask.data(),
+                               ws.mask_words, ratio);
+    } else if (sparse_rows > 0) {
+      // Fallback for shapes the kernels above cannot take (head dims the flash kernel lacks, e.g. the 16-dim
+      // fixtures; contexts beyond the batched selection's shared memory or the workspace's bitmaps): a
+      // selection per row and the selected-token attention kernel (same math).
+      for (int32_t t = dense_rows; t < T; ++t) {
+        launch_qsa_select(ws.index_q.data() + sz(t) * sz(ih) * sz(id), ih, id, state.block_keys.data(), positions + t,
+                          ratio, block_topk, ws.qsa_scores.data(), ws.selected.data() + sz(t) * sz(ws.max_selected),
+                          ws.selected_count.data() + t, stream);
+      }
       launch_attention_decode(pages, ws.qg.data() + q_at, ws.qg.data() + q_at + hd, 2 * hd, positions + dense_rows,
                               ws.selected.data() + sz(dense_rows) * sz(ws.max_selected), ws.selected_count.data() + dense_rows,
-                              ws.max_selected, T - dense_rows, heads, kv_heads, hd, ws.attention_partials.data(),
-                              ws.core.data() + sz(dense_rows) * sz(heads) * sz(hd), stream);
+                              ws.max_selected, sparse_rows, heads, kv_heads, hd, ws.attention_partials.data(),
+                              ws.core.data() + out_at, stream);
     }
   }
   if (dense_rows > 0) {
@@ -160,6 +174,11 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
     }
   }
   gemm(a.o_proj, ws.core.data(), T, ws.y.data(), ws, stream);
+}
+
+// Bitmap words per row for sequences of up to max_context tokens: blocks 0 .. max_context / ratio.
+int32_t qsa_mask_words(const model::ModelConfig& c, int64_t max_context) {
+  return c.has_qsa ? static_cast<int32_t>(max_context / c.indexer_compress_ratio / 32 + 1) : 0;
 }
 
 void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeDevice& m, PrefillWorkspace& ws,
@@ -178,7 +197,7 @@ void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeD
     launch_expert_gate_up(m.pool.data(), m.scales.data(), model.slot_layout(), ws.x.data(), ws.top_experts.data(), T, k,
                           ws.expert_act.data(), stream);
     launch_expert_down(m.pool.data(), m.scales.data(), model.slot_layout(), ws.expert_act.data(), ws.top_experts.data(),
-                       ws.top_weights.data(), T, k, nullptr, ws.y.data(), stream);
+                       ws.top_weights.data(), T, k, ws.y.data(), stream);
   }
   gemm_rows(m.in_proj, experts, 2 * is + 1, ws.x.data(), T, ws.shared.data(), ws, stream);
   launch_swiglu(ws.shared.data(), ws.shared.data() + is, 2 * is + 1, T, is, ws.shared_act.data(), stream);
@@ -186,20 +205,16 @@ void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeD
   launch_add_sigmoid_gated(ws.shared_out.data(), ws.shared.data() + 2 * is, 2 * is + 1, T, d, ws.y.data(), stream);
 }
 
-// The widest input and output of any prefill GEMM (the split GEMM's scratch).
+// The widest input of any prefill GEMM (the split GEMM's scratch).
 int64_t max_gemm_inputs(const model::ModelConfig& c) {
   return std::max({c.stream_width(), c.hidden_size, c.hc_lowrank, c.gdn_value_dim(), c.num_attention_heads * c.head_dim,
                    c.ple_embed_dim, c.shared_expert_intermediate_size});
 }
-int64_t max_gemm_outputs(const model::ModelConfig& c) {
-  return std::max({c.stream_width(), c.gdn_conv_dim(), c.gdn_value_dim(), c.num_attention_heads * c.head_dim * 2,
-                   c.num_experts, 2 * c.shared_expert_intermediate_size + 1, c.hidden_size, c.hc_lowrank + c.hc_count,
-                   (c.indexer_n_heads + 1) * c.indexer_head_dim});
-}
 
 }  // namespace
 
-PrefillWorkspace::PrefillWorkspace(const DeviceModel& model, int32_t max_tokens_) : max_tokens(max_tokens_) {
+PrefillWorkspace::PrefillWorkspace(const DeviceModel& model, int32_t max_tokens_, int64_t max_context)
+    : max_tokens(max_tokens_) {
   const model::ModelConfig& c = model.config();
   const size_t T = sz(max_tokens), d = sz(c.hidden_size), width = sz(c.stream_width());
   tokens = DeviceBuffer<int32_t>(T);
@@ -234,6 +249,8 @@ PrefillWorkspace::PrefillWorkspace(const DeviceModel& model, int32_t max_tokens_
     selected = DeviceBuffer<int32_t>(T * sz(max_selected));
     selected_count = DeviceBuffer<int32_t>(T);
     qsa_scores = DeviceBuffer<float>(sz(c.max_position_embeddings / c.indexer_compress_ratio + 1));
+    mask_words = qsa_mask_words(c, max_context);
+    block_mask = DeviceBuffer<uint32_t>(T * sz(mask_words));
   }
   const size_t kk = sz(c.num_experts_per_tok);
   logits_router = DeviceBuffer<float>(T * sz(c.num_experts));
@@ -254,15 +271,14 @@ PrefillWorkspace::PrefillWorkspace(const DeviceModel& model, int32_t max_tokens_
   if (model.slot_layout().format == model::SlotFormat::kBf16) {
     expert_act = DeviceBuffer<uint16_t>(T * kk * sz(model.slot_layout().padded_intermediate));
   }
-  gemm_residual = DeviceBuffer<float>(T * sz(max_gemm_inputs(c)));
-  gemm_partial = DeviceBuffer<float>(std::max(T * sz(max_gemm_outputs(c)), sz(kPrefillLogitRows) * sz(c.vocab_size)));
+  gemm_scratch = DeviceBuffer<float>(T * sz(max_gemm_inputs(c)));
   const size_t moe_bytes = moe_prefill_workspace_bytes(model.slot_layout(), max_tokens, static_cast<int32_t>(kk),
                                                        static_cast<int32_t>(c.num_experts));
   const size_t gdn_bytes = gdn ? gdn_prefill_workspace_bytes(gdn_shape(c), max_tokens) : 0;
   scratch = DeviceBuffer<uint8_t>(std::max(moe_bytes, gdn_bytes));
 }
 
-uint64_t PrefillWorkspace::bytes_for(const DeviceModel& model, int32_t tokens) {
+uint64_t PrefillWorkspace::bytes_for(const DeviceModel& model, int32_t tokens, int64_t max_context) {
   const model::ModelConfig& c = model.config();
   const uint64_t T = static_cast<uint64_t>(tokens);
   const uint64_t per_token_floats =
@@ -275,13 +291,13 @@ uint64_t PrefillWorkspace::bytes_for(const DeviceModel& model, int32_t tokens) {
   const uint64_t gdn_bytes = gdn_prefill_workspace_bytes(gdn_shape(c), tokens);
   const uint64_t attention_bytes = 4 * attention_decode_workspace_floats(tokens, static_cast<int32_t>(c.num_attention_heads),
                                                                           static_cast<int32_t>(c.head_dim));
-  const uint64_t split_bytes = 4 * (T * static_cast<uint64_t>(max_gemm_inputs(c)) +
-                                    std::max<uint64_t>(T * static_cast<uint64_t>(max_gemm_outputs(c)),
-                                                       static_cast<uint64_t>(kPrefillLogitRows) * static_cast<uint64_t>(c.vocab_size)));
+  const uint64_t split_bytes = 4 * T * static_cast<uint64_t>(max_gemm_inputs(c));
   const uint64_t expert_act_bytes = model.slot_layout().format == model::SlotFormat::kBf16
                                         ? 2 * T * static_cast<uint64_t>(c.num_experts_per_tok) * model.slot_layout().padded_intermediate
                                         : 0;
-  return T * per_token_floats * 4 + std::max(moe_bytes, gdn_bytes) + attention_bytes + split_bytes + expert_act_bytes;
+  const uint64_t mask_bytes = 4 * T * static_cast<uint64_t>(qsa_mask_words(c, max_context));
+  return T * per_token_floats * 4 + std::max(moe_bytes, gdn_bytes) + attention_bytes + split_bytes + expert_act_bytes +
+         mask_bytes;
 }
 
 void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateDevice& sequence, PrefillWorkspace& ws,

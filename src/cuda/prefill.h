@@ -1,7 +1,7 @@
 // The CUDA model's prefill: T consecutive tokens of one sequence through all layers at once, mirroring
 // cpu/forward.cpp step by step like the decode step, with the many-row kernels: tensor-core GEMMs for the
-// projections, the grouped expert GEMM, chunked Gated DeltaNet, flash attention for rows within the QSA
-// budget and the selected-token kernel for rows beyond it, the PLE conv over the chunk. The per-sequence
+// projections, the grouped expert GEMM, chunked Gated DeltaNet, flash attention (for rows beyond the QSA
+// budget block-masked by the batched QSA selection), the PLE conv over the chunk. The per-sequence
 // state comes out exactly where token-by-token decoding would leave it.
 #pragma once
 
@@ -18,11 +18,11 @@ namespace imp::cuda {
 // Rows per LM-head GEMM when every prompt row's logits are asked for.
 constexpr int32_t kPrefillLogitRows = 64;
 
-// Scratch for prefill chunks of up to max_tokens tokens.
+// Scratch for prefill chunks of up to max_tokens tokens of sequences of up to max_context tokens.
 struct PrefillWorkspace {
-  PrefillWorkspace(const DeviceModel& model, int32_t max_tokens);
+  PrefillWorkspace(const DeviceModel& model, int32_t max_tokens, int64_t max_context);
   // Device bytes a workspace for `tokens` tokens takes (the memory plan sizes the chunk with it).
-  static uint64_t bytes_for(const DeviceModel& model, int32_t tokens);
+  static uint64_t bytes_for(const DeviceModel& model, int32_t tokens, int64_t max_context);
 
   int32_t max_tokens = 0;
   DeviceBuffer<int32_t> tokens, positions;             // [T]
@@ -33,6 +33,8 @@ struct PrefillWorkspace {
   DeviceBuffer<int32_t> selected, selected_count;       // [T, max_selected], [T]
   DeviceBuffer<float> attention_partials;               // the per-row attention kernel's split partials
   DeviceBuffer<float> qsa_scores;
+  DeviceBuffer<uint32_t> block_mask;                    // QSA selection bitmaps [T, mask_words] (launch_qsa_select_rows)
+  int32_t mask_words = 0;                               // words for max_context / ratio blocks and the tail's block
   DeviceBuffer<float> logits_router, shared;            // [T, E], [T, 2 I_s + 1]
   DeviceBuffer<int32_t> top_experts;                    // [T, k]
   DeviceBuffer<float> top_weights;                      // [T, k]
@@ -40,7 +42,7 @@ struct PrefillWorkspace {
   DeviceBuffer<int64_t> ple_ids;                        // [T, ngram heads]
   DeviceBuffer<float> ple_emb, ple_key, ple_value, ple_query, ple_gated, ple_normed;
   DeviceBuffer<uint16_t> expert_act;                    // BF16 slots: [T * k, padded I] for the row kernels
-  DeviceBuffer<float> gemm_residual, gemm_partial;      // the split GEMM's scratch
+  DeviceBuffer<float> gemm_scratch;                     // the split GEMM's bf16 terms
   DeviceBuffer<uint8_t> scratch;                        // the expert GEMM's and chunked GDN's workspace (shared)
   int32_t max_selected = 1;
 };

@@ -76,6 +76,33 @@ std::map<std::string, BackendFactory>& backends() {
 
 }  // namespace
 
+void check_token_sampling(const TokenSampling& sampling) {
+  if (sampling.options.presence_penalty != 0.0f || sampling.options.frequency_penalty != 0.0f) {
+    fail("forward_sampled cannot apply presence/frequency penalties: request the logits and use runtime::Sampler");
+  }
+}
+
+std::vector<ForwardResult> Engine::forward_sampled(std::span<const ForwardRequest> batch) {
+  for (const ForwardRequest& request : batch) {
+    if (request.sampling) check_token_sampling(*request.sampling);  // before any sequence moves
+  }
+  std::vector<std::vector<float>> rows = forward(batch);
+  const size_t vocab = static_cast<size_t>(config().vocab_size);
+  std::vector<ForwardResult> out(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const ForwardRequest& request = batch[i];
+    if (request.sampling) {
+      if (rows[i].size() < vocab) fail("forward returned no logits row to sample from");
+      const std::span<const float> last(rows[i].data() + rows[i].size() - vocab, vocab);
+      const TokenSampling& s = *request.sampling;
+      out[i].token = sample_token(last, s.options, sampling_uniform(s.options.seed, s.draw));
+      if (!request.all_logits) rows[i] = {};
+    }
+    out[i].logits = std::move(rows[i]);
+  }
+  return out;
+}
+
 void register_backend(const std::string& name, BackendFactory factory) { backends()[name] = factory; }
 
 std::unique_ptr<Engine> load_engine(const std::filesystem::path& model_dir, const EngineOptions& options) {

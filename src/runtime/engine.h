@@ -5,20 +5,41 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "model/config.h"
+#include "runtime/sampler.h"
 
 namespace imp::runtime {
 
 using SequenceId = uint64_t;
 
+// Asks Engine::forward_sampled for the token chosen from the request's last logits row instead of the row:
+// runtime::sample_token's rule with u = sampling_uniform(options.seed, draw), the same token on every backend.
+// Presence/frequency penalties and logprobs need the row on the host: ask for logits (forward) instead.
+struct TokenSampling {
+  SamplingOptions options;  // its penalties must be 0
+  uint64_t draw = 0;        // the draw index (Sampler::take_draw)
+};
+
 struct ForwardRequest {
   SequenceId sequence = 0;
   std::span<const int32_t> tokens;
   bool all_logits = false;  // true: one row per token; false: the last token's row only
+  // forward_sampled: choose the token from the last row (no logits come back unless all_logits);
+  // forward ignores it.
+  std::optional<TokenSampling> sampling = std::nullopt;
+};
+
+// Throws imp::Error when `sampling` asks for what needs the logits row on the host (penalties).
+void check_token_sampling(const TokenSampling& sampling);
+
+struct ForwardResult {
+  std::vector<float> logits;  // as forward returns them; empty for a sampled request without all_logits
+  int32_t token = -1;         // the chosen token, for a request with `sampling`
 };
 
 // What `imp bench` needs beyond the seam from a GPU backend: device-chained decode, the bytes a decode
@@ -59,6 +80,9 @@ class Engine {
 
   // Appends each request's tokens to its sequence; returns its logits rows (row-major, vocab_size wide).
   virtual std::vector<std::vector<float>> forward(std::span<const ForwardRequest> batch) = 0;
+  // As forward, but a request with `sampling` gets its token chosen by the backend (a GPU backend on the
+  // device, copying back the token instead of the row). The default runs forward and samples on the host.
+  virtual std::vector<ForwardResult> forward_sampled(std::span<const ForwardRequest> batch);
 
   // GPU backends: benchmark hooks (nullptr on the CPU reference).
   virtual DeviceBenchmark* device_benchmark() { return nullptr; }

@@ -5,6 +5,9 @@
 #include <numeric>
 #include <vector>
 
+#include "core/error.h"
+#include "runtime/sampling_rule.h"
+
 namespace imp::runtime {
 
 int32_t argmax(std::span<const float> logits) {
@@ -44,37 +47,70 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   return sample(penalized);
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
-  if (options_.temperature <= 0.0f) return argmax(logits);
-  const size_t n = logits.size();
-  std::vector<int32_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
-  size_t keep = n;
-  if (options_.top_k > 0) keep = std::min(keep, static_cast<size_t>(options_.top_k));
+// The sampling rule. Every step below is exact integer arithmetic or an IEEE operation that rounds the same on
+// the host and in the CUDA kernel (sampling_rule.h), so launch_sample_tokens (cuda/kernels/sampling.cu, which
+// reaches the same sets with radix selects instead of sorting) chooses the same token for the same u:
+//  0. temperature <= 0 (or NaN): the argmax, the lowest index on a tie.
+//  1. m = max logit; each token's e = 2^((l - m) * log2(e) / T) as weight_key computes it (exactly 1 for the
+//     top token, 0 below 2^-40), its key = the bits of e and its integer weight w = floor(e * 2^40).
+//  2. Order: key descending, then index ascending.
+//  3. Candidates: e >= max(min_p, 2^-40) (min-p is relative to the top token's e = 1).
+//  4. top-k > 0: the first k candidates in that order.
+//  5. top-p < 1: of those, the shortest prefix in that order whose w-sum reaches
+//     P = top_p_target(top_p, S) = clamp(ceil(top_p * S), 1, S), S their w-sum.
+//  6. The draw: S = w-sum of the kept tokens, t = draw_target(u, S) = floor(floor(u * 2^53) * S / 2^53); the
+//     token is the kept one of lowest index whose running w-sum over the kept tokens, in index order, exceeds t.
+//     Each kept token is chosen with probability w / S (up to u's 2^-53 resolution).
+//  No candidate at all (a NaN or infinite logit): the argmax.
+int32_t sample_token(std::span<const float> logits, const SamplingOptions& options, double u) {
+  namespace rule = sampling_rule;
+  if (!(options.temperature > 0.0f) || logits.empty()) return argmax(logits);
+  if (static_cast<int64_t>(logits.size()) > rule::kMaxVocab) fail("sampling supports vocabularies up to {} tokens", rule::kMaxVocab);
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  const float scale = rule::temperature_scale(options.temperature);
+  const uint32_t floor_key = rule::candidate_floor_key(options.min_p);
+  struct Candidate {
+    uint32_t key;
+    int32_t index;
+  };
+  std::vector<Candidate> kept;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const uint32_t key = rule::weight_key(logits[i], max_logit, scale);
+    if (key >= floor_key) kept.push_back({key, static_cast<int32_t>(i)});
+  }
+  if (kept.empty()) return argmax(logits);
+  auto before = [](const Candidate& a, const Candidate& b) { return a.key != b.key ? a.key > b.key : a.index < b.index; };
+  if (options.top_k > 0 && static_cast<size_t>(options.top_k) < kept.size()) {
+    const auto kth = kept.begin() + static_cast<std::ptrdiff_t>(options.top_k);
+    std::nth_element(kept.begin(), kth, kept.end(), before);
+    kept.erase(kth, kept.end());
+  }
+  if (options.top_p < 1.0f) {
+    std::sort(kept.begin(), kept.end(), before);
+    uint64_t total = 0;
+    for (const Candidate& c : kept) total += rule::key_weight(c.key);
+    const uint64_t target = rule::top_p_target(options.top_p, total);
+    uint64_t mass = 0;
+    size_t keep = 0;
+    while (mass < target) mass += rule::key_weight(kept[keep++].key);
+    kept.resize(keep);
+  }
+  std::sort(kept.begin(), kept.end(), [](const Candidate& a, const Candidate& b) { return a.index < b.index; });
+  uint64_t total = 0;
+  for (const Candidate& c : kept) total += rule::key_weight(c.key);
+  const uint64_t target = rule::draw_target(u, total);
+  uint64_t mass = 0;
+  for (const Candidate& c : kept) {
+    mass += rule::key_weight(c.key);
+    if (mass > target) return c.index;
+  }
+  return kept.back().index;  // unreachable: target < total
+}
 
-  std::vector<double> probs(keep);
-  const double max_logit = logits[order[0]];
-  double sum = 0.0;
-  for (size_t i = 0; i < keep; ++i) sum += probs[i] = std::exp((logits[order[i]] - max_logit) / options_.temperature);
-  for (double& p : probs) p /= sum;
-  // min-p: drop tokens below min_p times the top probability.
-  if (options_.min_p > 0.0f) {
-    while (keep > 1 && probs[keep - 1] < options_.min_p * probs[0]) --keep;
-  }
-  // top-p: the smallest prefix whose mass reaches top_p.
-  if (options_.top_p < 1.0f) {
-    double mass = 0.0;
-    for (size_t i = 0; i < keep; ++i) {
-      mass += probs[i];
-      if (mass >= options_.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
-  }
-  std::discrete_distribution<size_t> pick(probs.begin(), probs.begin() + static_cast<std::ptrdiff_t>(keep));
-  return order[pick(rng_)];
+double sampling_uniform(uint64_t seed, uint64_t draw) { return sampling_rule::uniform(seed, draw); }
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  return sample_token(logits, options_, sampling_uniform(options_.seed, draws_++));
 }
 
 }  // namespace imp::runtime

@@ -1,10 +1,10 @@
 // Chooses the next token from a logits row: greedy by default, or seeded sampling with temperature,
-// top-k, top-p and min-p. OpenAI-style presence and frequency penalties (applied to the logits of tokens
-// already generated, before greedy or sampled choice) and log-probabilities for the server.
+// top-k, top-p and min-p (sample_token's rule, which the CUDA sampling kernel follows bit for bit).
+// OpenAI-style presence and frequency penalties (applied to the logits of tokens already generated, before
+// greedy or sampled choice) and log-probabilities for the server.
 #pragma once
 
 #include <cstdint>
-#include <random>
 #include <span>
 #include <vector>
 
@@ -20,19 +20,34 @@ struct SamplingOptions {
   float frequency_penalty = 0.0f;  // subtracted per occurrence of each token already generated
 };
 
+// The sampling rule (stated in full in sampler.cpp): the token that temperature, top-k, min-p and top-p
+// choose from `logits` for the uniform draw u in [0, 1); the argmax when temperature <= 0 (u unused).
+// Penalties are not applied here. The CUDA kernel launch_sample_tokens chooses the same token for the same u.
+int32_t sample_token(std::span<const float> logits, const SamplingOptions& options, double u);
+
+// The u of draw `draw` of the stream `seed`: splitmix64's draw-th output, 53 bits (sampling_rule.h).
+double sampling_uniform(uint64_t seed, uint64_t draw);
+
+// One sequence's sampler: the i-th token it chooses (i from 0) uses sampling_uniform(seed, i), so a seed
+// gives the same tokens on every backend and whether the host or the device applies the rule.
 class Sampler {
  public:
-  explicit Sampler(const SamplingOptions& options) : options_(options), rng_(options.seed) {}
+  explicit Sampler(const SamplingOptions& options) : options_(options) {}
   int32_t sample(std::span<const float> logits);
   // With penalties over `generated` (the tokens this sequence produced so far); equals sample(logits) when
   // both penalties are 0.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> generated);
 
+  // Takes the next draw index without sampling here: for a backend that applies the rule itself
+  // (Engine::forward_sampled). Every sample() takes one too, greedy or not.
+  uint64_t take_draw() { return draws_++; }
+
   bool has_penalties() const { return options_.presence_penalty != 0.0f || options_.frequency_penalty != 0.0f; }
+  const SamplingOptions& options() const { return options_; }
 
  private:
   SamplingOptions options_;
-  std::mt19937_64 rng_;
+  uint64_t draws_ = 0;
 };
 
 // Index of the largest logit; the lowest index wins a tie.

@@ -177,14 +177,22 @@ bool Scheduler::step() {
     } else {
       tokens = std::span(run.generated).last(1);
     }
-    batch.push_back({.sequence = run.sequence, .tokens = tokens, .all_logits = false});
+    ForwardRequest forward{.sequence = run.sequence, .tokens = tokens, .all_logits = false};
+    // A step that yields a token, for a request that needs no logits row on the host (no penalties, no
+    // logprobs, not forced): the engine chooses the token (on the device for GPU backends) with the draw
+    // the host Sampler would have used, so the tokens are the same either way.
+    const bool yields_token = run.prefilled + tokens.size() >= request.prompt.size();
+    if (yields_token && !request.forced_tokens && request.top_logprobs < 0 && !run.sampler.has_penalties()) {
+      forward.sampling = TokenSampling{.options = request.sampling, .draw = run.sampler.take_draw()};
+    }
+    batch.push_back(forward);
     members.push_back(i);
   }
 
-  std::vector<std::vector<float>> logits;
+  std::vector<ForwardResult> results;
   if (!batch.empty()) {
     try {
-      logits = engine_.forward(batch);
+      results = engine_.forward_sampled(batch);
     } catch (const std::exception& error) {
       log::warn("engine forward failed for a batch of {}: {}", batch.size(), error.what());
       for (size_t i : members) finish(running_[i], FinishReason::error, error.what());
@@ -200,9 +208,13 @@ bool Scheduler::step() {
       if (run.prefilled < request.prompt.size()) continue;  // more prompt to go before the first token
     }
     const size_t vocab = static_cast<size_t>(engine_.config().vocab_size);
-    const std::span<const float> row(logits[b].data() + logits[b].size() - vocab, vocab);
+    const std::vector<float>& logits = results[b].logits;
+    const std::span<const float> row =
+        batch[b].sampling ? std::span<const float>() : std::span<const float>(logits.data() + logits.size() - vocab, vocab);
     int32_t token;
-    if (request.forced_tokens) {
+    if (batch[b].sampling) {
+      token = results[b].token;
+    } else if (request.forced_tokens) {
       if (run.generated.size() >= request.forced_tokens->size()) {
         finish(run, FinishReason::stop);
         continue;

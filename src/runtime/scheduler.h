@@ -6,7 +6,9 @@
 //   refused (the server answers 503).
 // - Each step puts every running sequence into one Engine::forward batch: prefill chunks for the new ones,
 //   one decode token for the others. Each generation samples with its own Sampler, so batching never
-//   changes its tokens.
+//   changes its tokens. Steps that yield a token ask the engine for it (Engine::forward_sampled, on the
+//   device for GPU backends) with the Sampler's next draw, unless the generation needs the logits row on the
+//   host (penalties, logprobs, forced tokens): the same tokens either way.
 // - A generation ends at a stop token, at max_tokens, at its deadline, when its consumer cancels it (client
 //   gone), or when the engine fails; its sequence is released at once.
 // - drain() refuses new work and returns once everything queued or running has ended.

@@ -92,13 +92,22 @@ int run_generate(const GenerateOptions& options) {
   runtime::Sampler sampler(options.sampling);
   const runtime::SequenceId sequence = engine->new_sequence();
 
+  // The engine chooses each token (on the device for GPU backends: 4 bytes back instead of a logits row) with the
+  // sampler's next draw, unless --logits-out needs the rows: then the host samples them, the same tokens.
+  const bool engine_samples = !logits_out.enabled();
+  auto forward = [&](std::span<const int32_t> tokens, bool all_logits) -> int32_t {
+    runtime::ForwardRequest request{.sequence = sequence, .tokens = tokens, .all_logits = all_logits};
+    if (engine_samples) request.sampling = runtime::TokenSampling{.options = options.sampling, .draw = sampler.take_draw()};
+    runtime::ForwardResult result = std::move(engine->forward_sampled({&request, 1}).front());
+    if (engine_samples) return result.token;
+    logits_out.write(result.logits.data(), result.logits.size());
+    return sampler.sample(std::span<const float>(result.logits).last(static_cast<size_t>(vocab)));
+  };
+
   // Prefill: all rows only when they are written out.
   const auto prefill_start = std::chrono::steady_clock::now();
-  runtime::ForwardRequest request{.sequence = sequence, .tokens = prompt, .all_logits = logits_out.enabled()};
-  std::vector<float> logits = std::move(engine->forward({&request, 1}).front());
+  int32_t token = forward(prompt, logits_out.enabled());
   const double prefill_s = seconds_since(prefill_start);
-  if (logits_out.enabled()) logits_out.write(logits.data(), logits.size());
-  std::span<const float> last(logits.data() + logits.size() - static_cast<size_t>(vocab), static_cast<size_t>(vocab));
 
   std::vector<int32_t> generated;
   std::optional<text::IncrementalDetokenizer> detokenizer;
@@ -106,7 +115,6 @@ int run_generate(const GenerateOptions& options) {
   std::string text;
   const auto decode_start = std::chrono::steady_clock::now();
   while (true) {
-    const int32_t token = sampler.sample(last);
     generated.push_back(token);
     const bool is_stop = std::find(stops.begin(), stops.end(), token) != stops.end();
     const bool done = static_cast<int64_t>(generated.size()) >= options.max_tokens || (is_stop && !options.ignore_eos);
@@ -121,10 +129,7 @@ int run_generate(const GenerateOptions& options) {
     if (!options.json) std::fflush(stdout);
     if (done) break;
     const int32_t next[1] = {token};
-    request = {.sequence = sequence, .tokens = next, .all_logits = false};
-    logits = std::move(engine->forward({&request, 1}).front());
-    if (logits_out.enabled()) logits_out.write(logits.data(), logits.size());
-    last = std::span<const float>(logits);
+    token = forward(next, false);
   }
   const double decode_s = seconds_since(decode_start);
   engine->release(sequence);

@@ -22,8 +22,8 @@ TEST(GpuGemmBf16Split, MatchesFp32CpuLinear) {
     const std::vector<float> x = random_floats(static_cast<size_t>(rows) * k);
     std::vector<float> want(static_cast<size_t>(rows) * n);
     cpu::linear(&w.info, x.data(), rows, want.data());
-    DeviceBuffer<float> dx(x), dy(want.size()), residual(x.size()), partial(want.size());
-    launch_gemm_bf16_split(dx.data(), w.device.data(), rows, n, k, dy.data(), residual.data(), partial.data(), nullptr);
+    DeviceBuffer<float> dx(x), dy(want.size()), scratch(x.size());
+    launch_gemm_bf16_split(dx.data(), w.device.data(), rows, n, k, dy.data(), scratch.data(), nullptr);
     IMP_CUDA_CHECK(cudaDeviceSynchronize());
     EXPECT_LE(max_rel_diff(dy.download(), want), 1e-4) << rows << " x " << n << " x " << k;
   }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -74,57 +75,119 @@ TEST(GpuKernels, RmsNormMatchesCpu) {
   }
 }
 
+// Runs the router on the device and checks every row against cpu::route: the same experts in the same order
+// (exact), weights within 1e-6 (both fp32 softmax; the kernel combines per-thread partial sums of exp, the
+// reference sums in double: a few ulps of weights <= 1).
+void check_router(const std::vector<float>& logits, int rows, int experts, int k, bool renorm) {
+  model::ModelConfig config;
+  config.num_experts = experts;
+  config.num_experts_per_tok = k;
+  config.norm_topk_prob = renorm;
+  DeviceBuffer<float> dl(logits), dw(static_cast<size_t>(rows) * k);
+  DeviceBuffer<int32_t> de(static_cast<size_t>(rows) * k);
+  launch_router_topk(dl.data(), rows, experts, k, renorm, de.data(), dw.data(), nullptr);
+  const auto got_e = de.download();
+  const auto got_w = dw.download();
+  for (int r = 0; r < rows; ++r) {
+    std::vector<int64_t> want_e(static_cast<size_t>(k));
+    std::vector<float> want_w(static_cast<size_t>(k));
+    cpu::route(config, std::span<const float>(logits).subspan(static_cast<size_t>(r) * experts, static_cast<size_t>(experts)), want_e, want_w);
+    for (int j = 0; j < k; ++j) {
+      ASSERT_EQ(got_e[static_cast<size_t>(r * k + j)], want_e[static_cast<size_t>(j)])
+          << "experts " << experts << " k " << k << " row " << r << " choice " << j;
+      ASSERT_NEAR(got_w[static_cast<size_t>(r * k + j)], want_w[static_cast<size_t>(j)], 1e-6f)
+          << "experts " << experts << " k " << k << " row " << r << " choice " << j;
+    }
+  }
+}
+
 TEST(GpuKernels, RouterTopKMatchesCpuOverManyExperts) {
-  for (auto [experts, k, renorm] : {std::tuple{512, 10, true}, {4096, 10, false}, {300, 10, true}, {16, 4, true}}) {
-    model::ModelConfig config;
-    config.num_experts = experts;
-    config.num_experts_per_tok = k;
-    config.norm_topk_prob = renorm;
+  // 512/10 is the released decode shape (33 rows: the prefill path); 4096 the kernel's limit; 300 and 257 leave
+  // threads with fewer experts; 16 leaves most warps empty; k = 64 the launcher's limit.
+  for (auto [experts, k, renorm] : {std::tuple{512, 10, true}, {512, 10, false}, {4096, 10, false}, {300, 10, true},
+                                    {16, 4, true}, {1024, 64, true}, {257, 1, false}, {4096, 64, true}}) {
     const int rows = 33;
     auto logits = random_floats(static_cast<size_t>(rows) * experts, 2.0f);
     // Regression for the 256-thread bug: make row 0's winners all sit above index 256 when there are that many.
     if (experts > 256 + k) {
       for (int j = 0; j < k; ++j) logits[static_cast<size_t>(experts - 1 - j)] = 20.0f + static_cast<float>(j);
     }
-    DeviceBuffer<float> dl(logits), dw(static_cast<size_t>(rows) * k);
-    DeviceBuffer<int32_t> de(static_cast<size_t>(rows) * k);
-    launch_router_topk(dl.data(), rows, experts, k, renorm, de.data(), dw.data(), nullptr);
-    const auto got_e = de.download();
-    const auto got_w = dw.download();
-    for (int r = 0; r < rows; ++r) {
-      std::vector<int64_t> want_e(static_cast<size_t>(k));
-      std::vector<float> want_w(static_cast<size_t>(k));
-      cpu::route(config, std::span<const float>(logits).subspan(static_cast<size_t>(r) * experts, static_cast<size_t>(experts)), want_e, want_w);
-      for (int j = 0; j < k; ++j) {
-        ASSERT_EQ(got_e[static_cast<size_t>(r * k + j)], want_e[static_cast<size_t>(j)]) << "row " << r << " choice " << j;
-        ASSERT_NEAR(got_w[static_cast<size_t>(r * k + j)], want_w[static_cast<size_t>(j)], 1e-6f);  // fp32 softmax
-      }
+    check_router(logits, rows, experts, k, renorm);
+    if (experts > 256 + k) {
+      // Row 0 again on the device: its first choice must be the planted maximum, expert experts - 1 >= 256.
+      DeviceBuffer<float> dl(std::vector<float>(logits.begin(), logits.begin() + experts));
+      DeviceBuffer<int32_t> de(static_cast<size_t>(k));
+      DeviceBuffer<float> dw(static_cast<size_t>(k));
+      launch_router_topk(dl.data(), 1, experts, k, renorm, de.data(), dw.data(), nullptr);
+      const auto got = de.download();
+      for (int j = 0; j < k; ++j) EXPECT_GE(got[static_cast<size_t>(j)], 256);
+      EXPECT_EQ(got[0], experts - 1);
     }
-    if (experts > 256 + k) EXPECT_GE(got_e[0], 256);
   }
 }
 
-// Runs gate/up then down on the device over a host-built slot pool; returns y [rows, H].
+// Exact ties (equal logits are equal probabilities): the lower expert id goes first and wins the last places.
+TEST(GpuKernels, RouterTopKBreaksTiesTowardTheLowerExpert) {
+  const int experts = 512, k = 10, rows = 6;
+  auto logits = random_floats(static_cast<size_t>(rows) * experts, 1.0f);
+  auto at = [&](int r, int e) -> float& { return logits[static_cast<size_t>(r) * experts + e]; };
+  // Row 0: a pair tied for first, in different warps and lanes (7 and 300), then a triple tied at 8.0 spanning
+  // the threads of one warp and experts >= 256.
+  at(0, 300) = at(0, 7) = 9.0f;
+  at(0, 511) = at(0, 256) = at(0, 33) = 8.0f;
+  // Row 1: twelve experts tied at the top for ten places: the ten lowest ids win, in id order.
+  for (int e : {500, 450, 401, 300, 299, 258, 257, 256, 129, 64, 31, 2}) at(1, e) = 7.5f;
+  // Row 2: every logit equal, one of them -0.0 (equal to +0.0): experts 0..9.
+  for (int e = 0; e < experts; ++e) at(2, e) = 0.0f;
+  at(2, 3) = -0.0f;
+  // Row 3: the tie sits on the boundary: 8 clear winners, then 5 tied for the last 2 places.
+  for (int j = 0; j < 8; ++j) at(3, 100 + 50 * j) = 12.0f - static_cast<float>(j);
+  for (int e : {480, 13, 300, 256, 77}) at(3, e) = 4.0f;
+  // Row 4: all winners above 256, tied pairwise.
+  for (int j = 0; j < 5; ++j) at(4, 510 - j) = at(4, 300 + j) = 6.0f + static_cast<float>(j);
+  // Row 5: negative logits only, with ties.
+  for (int e = 0; e < experts; ++e) at(5, e) = -3.0f - std::fabs(at(5, e));
+  at(5, 400) = at(5, 20) = at(5, 260) = -0.5f;
+  check_router(logits, rows, experts, k, true);
+  check_router(logits, rows, experts, k, false);
+}
+
+// Runs gate/up then down on the device over a host-built slot pool whose expert e sits in slot slot_base + e
+// (slots below slot_base are zero); returns y [rows, H]. `chosen` holds expert ids.
 std::vector<float> run_expert_kernels(const model::ExpertSlotLayout& layout, const std::vector<uint8_t>& pool,
                                       const std::vector<model::SlotScales>& scales, const std::vector<float>& x,
                                       const std::vector<int32_t>& chosen, const std::vector<float>& weights, int rows,
-                                      int k) {
-  DeviceBuffer<uint8_t> dpool(pool);
-  DeviceBuffer<model::SlotScales> dscales(scales);
+                                      int k, int slot_base = 0) {
+  const size_t offset = static_cast<size_t>(slot_base) * layout.slot_bytes;
+  DeviceBuffer<uint8_t> dpool(offset + pool.size());
+  IMP_CUDA_CHECK(cudaMemset(dpool.data(), 0, offset));
+  IMP_CUDA_CHECK(cudaMemcpy(dpool.data() + offset, pool.data(), pool.size(), cudaMemcpyHostToDevice));
+  std::vector<model::SlotScales> slot_scales(static_cast<size_t>(slot_base), model::SlotScales{});
+  slot_scales.insert(slot_scales.end(), scales.begin(), scales.end());
+  std::vector<int32_t> slots(chosen);
+  for (int32_t& s : slots) s += slot_base;
+  DeviceBuffer<model::SlotScales> dscales(slot_scales);
   DeviceBuffer<float> dx(x), dweights(weights), dy(static_cast<size_t>(rows) * layout.hidden);
-  DeviceBuffer<float> dwork(static_cast<size_t>(rows) * k * layout.hidden);
   DeviceBuffer<uint16_t> dact(static_cast<size_t>(rows) * k * layout.padded_intermediate);
-  DeviceBuffer<int32_t> dslots(chosen);
+  DeviceBuffer<int32_t> dslots(slots);
   launch_expert_gate_up(dpool.data(), dscales.data(), layout, dx.data(), dslots.data(), rows, k, dact.data(), nullptr);
-  launch_expert_down(dpool.data(), dscales.data(), layout, dact.data(), dslots.data(), dweights.data(), rows, k,
-                     dwork.data(), dy.data(), nullptr);
-  return dy.download();
+  launch_expert_down(dpool.data(), dscales.data(), layout, dact.data(), dslots.data(), dweights.data(), rows, k, dy.data(),
+                     nullptr);
+  const auto first = dy.download();
+  // Run to run determinism: a second pass (y overwritten, not accumulated) gives the same bits.
+  IMP_CUDA_CHECK(cudaMemset(dy.data(), 0xff, dy.size() * sizeof(float)));
+  launch_expert_gate_up(dpool.data(), dscales.data(), layout, dx.data(), dslots.data(), rows, k, dact.data(), nullptr);
+  launch_expert_down(dpool.data(), dscales.data(), layout, dact.data(), dslots.data(), dweights.data(), rows, k, dy.data(),
+                     nullptr);
+  const auto second = dy.download();
+  EXPECT_EQ(std::memcmp(first.data(), second.data(), first.size() * sizeof(float)), 0) << "not deterministic";
+  return first;
 }
 
 // Random NVFP4 experts in checkpoint layout, packed into a slot pool, checked against the CPU expert path
 // (cpu::linear on ExpertProjection views of the checkpoint bytes, SwiGLU, weighted sum). The kernels use
 // BF16 activations as the reference model does, so the twin rounds x and the SwiGLU output to bf16 too.
-void check_nvfp4_experts(int H, int I, int experts, int rows, int k) {
+void check_nvfp4_experts(int H, int I, int experts, int rows, int k, int slot_base = 0) {
   const model::ExpertSlotLayout layout = model::ExpertSlotLayout::make(H, I);
   std::uniform_int_distribution<int> byte(0, 255), scale_code(0x00, 0x48);  // E4M3 subnormals .. 2^2
   struct Checkpoint {
@@ -176,10 +239,20 @@ void check_nvfp4_experts(int H, int I, int experts, int rows, int k) {
 
   // Exact weights and inputs; fp32 sums in another order, and a rare bf16 rounding flip of one SwiGLU
   // output (1 ulp = 2^-8 relative of one of 6400 terms): 1e-3 of the output scale.
-  expect_close(run_expert_kernels(layout, pool, scales, x, chosen, weights, rows, k), want, 1e-3);
+  expect_close(run_expert_kernels(layout, pool, scales, x, chosen, weights, rows, k, slot_base), want, 1e-3);
 }
 
 TEST(GpuKernels, ExpertGateUpDownMatchCpuOnTheSlotPool) { check_nvfp4_experts(2560, 640, 24, 3, 10); }
+// The decode call: one row, top 10, at the released shape.
+TEST(GpuKernels, ExpertGateUpDownMatchCpuForOneDecodeRow) { check_nvfp4_experts(2560, 640, 16, 1, 10); }
+// Slots beyond 2^31 bytes into the pool (slot 800 of 2.76 MB slots): 64-bit slot offsets.
+TEST(GpuKernels, ExpertSlotsFarIntoThePool) { check_nvfp4_experts(2560, 640, 6, 1, 10, 800); }
+// Several load batches per warp (gate/up: 64 supertiles = 8 per warp, batches of 5 + 3; down: 16 supertiles,
+// batches of 10 + 6), and the largest top-k (16 warps in the down block, its stage above 48 KB).
+TEST(GpuKernels, ExpertKernelsBatchLongRows) { check_nvfp4_experts(4096, 1024, 8, 2, 16); }
+// Padded inputs in the middle of a batch (H 848 -> 896: x is zero beyond 848; 14 supertiles over 8 warps,
+// one warp empty) and padded intermediate rows (208 -> 256).
+TEST(GpuKernels, ExpertKernelsPadUnevenShapes) { check_nvfp4_experts(848, 208, 12, 2, 7); }
 // The NVFP4 golden fixture's shape (hidden 64, intermediate 16): slots padded to 64 inputs.
 TEST(GpuKernels, ExpertSlotsPadTinyShapesExactly) { check_nvfp4_experts(64, 16, 16, 3, 4); }
 

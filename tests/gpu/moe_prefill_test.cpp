@@ -1,10 +1,14 @@
 // The grouped prefill expert kernels (launch_moe_prefill) against the CPU expert path (cpu::linear on
 // ExpertProjection views of checkpoint-layout bytes, SwiGLU rounded to bf16, weighted sum in choice order)
 // on fresh random experts and routes: NVFP4 and BF16 slots, released and fixture shapes, 1 / 37 / 300
-// tokens, slot ids above 256, buckets of more than one 64-pair tile.
+// tokens, slot ids above 256; realistic load (k = 10 over a 512-slot pool, ~80 pairs per used slot: tiles
+// near the 128-pair size) and skewed routing (one slot chosen by every token: > 256 pairs, several tiles;
+// one by every other token: just over 128; slots with exactly one pair). The workspace starts as NaN bytes,
+// so a partial or act row the kernels forget to write shows up.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -25,8 +29,37 @@ struct Expert {
   std::vector<uint16_t> bf16[3];             // BF16 weights
 };
 
+enum class Routing { kUniform, kSkewed };
+
+// k distinct slots per token from `ids` (sorted, at least k + 5 of them for kSkewed), in random choice order.
+//   kUniform: uniform over ids.
+//   kSkewed: ids[0] by every token, ids[1] by every other token, ids[2..4] by exactly one token each (tokens 0,
+//   1 and the last), the rest uniform over ids[5..].
+std::vector<int32_t> make_routes(const std::vector<int32_t>& ids, int tokens, int k, Routing routing) {
+  std::vector<int32_t> chosen(static_cast<size_t>(tokens) * k);
+  for (int t = 0; t < tokens; ++t) {
+    std::vector<int32_t> pick;
+    std::vector<int32_t> rest = ids;
+    if (routing == Routing::kSkewed) {
+      pick.push_back(ids[0]);
+      if (t % 2 == 0) pick.push_back(ids[1]);
+      if (t == 0) pick.push_back(ids[2]);
+      if (t == 1) pick.push_back(ids[3]);
+      if (t == tokens - 1 && t > 1) pick.push_back(ids[4]);
+      rest.assign(ids.begin() + 5, ids.end());
+      pick.resize(std::min(pick.size(), static_cast<size_t>(k)));
+    }
+    std::shuffle(rest.begin(), rest.end(), rng());
+    for (size_t i = 0; static_cast<int>(pick.size()) < k; ++i) pick.push_back(rest[i]);
+    std::shuffle(pick.begin(), pick.end(), rng());
+    std::copy(pick.begin(), pick.end(), chosen.begin() + static_cast<ptrdiff_t>(t) * k);
+  }
+  return chosen;
+}
+
 // `used` slots of a pool of `num_slots` get random experts (the rest stay zero and are never routed to).
-void check_moe_prefill(model::SlotFormat format, int H, int I, int num_slots, int used, int tokens, int k) {
+void check_moe_prefill(model::SlotFormat format, int H, int I, int num_slots, int used, int tokens, int k,
+                       Routing routing = Routing::kUniform) {
   const bool nvfp4 = format == model::SlotFormat::kNvfp4;
   const model::ExpertSlotLayout layout = model::ExpertSlotLayout::make(H, I, format);
   std::vector<int32_t> slot_ids(static_cast<size_t>(num_slots));
@@ -36,7 +69,7 @@ void check_moe_prefill(model::SlotFormat format, int H, int I, int num_slots, in
   if (num_slots > 256) slot_ids[0] = num_slots - 1;  // always one slot above 256
   std::sort(slot_ids.begin(), slot_ids.end());
   slot_ids.erase(std::unique(slot_ids.begin(), slot_ids.end()), slot_ids.end());
-  ASSERT_GE(static_cast<int>(slot_ids.size()), k);
+  ASSERT_GE(static_cast<int>(slot_ids.size()), routing == Routing::kSkewed ? k + 5 : k);
 
   std::uniform_int_distribution<int> byte(0, 255), scale_code(0x00, 0x48);  // E4M3 subnormals .. 2^2
   std::vector<uint8_t> pool(layout.slot_bytes * static_cast<size_t>(num_slots), 0);
@@ -70,12 +103,9 @@ void check_moe_prefill(model::SlotFormat format, int H, int I, int num_slots, in
 
   // Routes: k distinct slots per token from the used set, random weights.
   auto x = random_floats(static_cast<size_t>(tokens) * H);
-  std::vector<int32_t> chosen(static_cast<size_t>(tokens) * k);
-  for (int t = 0; t < tokens; ++t) {
-    std::vector<int32_t> pick = slot_ids;
-    std::shuffle(pick.begin(), pick.end(), rng());
-    std::copy_n(pick.begin(), k, chosen.begin() + static_cast<ptrdiff_t>(t) * k);
-  }
+  std::vector<int32_t> hot = slot_ids;
+  std::shuffle(hot.begin(), hot.end(), rng());  // which slots are hot / single is random too
+  const std::vector<int32_t> chosen = make_routes(hot, tokens, k, routing);
   const auto route_w = random_floats(chosen.size(), 0.3f);
 
   // CPU twin, expert by expert over the tokens routed to it; x and the SwiGLU output rounded to bf16 as the
@@ -131,12 +161,15 @@ void check_moe_prefill(model::SlotFormat format, int H, int I, int num_slots, in
   DeviceBuffer<int32_t> d_slots(chosen);
   const size_t ws_bytes = moe_prefill_workspace_bytes(layout, tokens, k, num_slots);
   DeviceBuffer<uint8_t> d_ws(ws_bytes);
+  IMP_CUDA_CHECK(cudaMemset(d_ws.data(), 0xff, ws_bytes));  // NaN in every fp32 / bf16 scratch value
+  IMP_CUDA_CHECK(cudaMemset(d_y.data(), 0xff, d_y.size() * sizeof(float)));
   launch_moe_prefill(d_pool.data(), d_scales.data(), layout, d_x.data(), d_slots.data(), d_w.data(), tokens, k,
                      num_slots, d_ws.data(), ws_bytes, d_y.data(), nullptr);
   IMP_CUDA_CHECK(cudaDeviceSynchronize());
   const auto got = d_y.download();
   // Exact weights and bf16 inputs, fp32 sums in another order, and a rare bf16 rounding flip of one SwiGLU
   // output (1 ulp = 2^-8 relative of one of I terms): 1e-3 of the output scale, as the decode expert test.
+  EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return std::isfinite(v); })) << "tokens " << tokens;
   EXPECT_LE(max_rel_diff(got, want), 1e-3) << "tokens " << tokens << " H " << H << " I " << I;
 
   // Deterministic: a second run gives identical bits.
@@ -148,6 +181,22 @@ void check_moe_prefill(model::SlotFormat format, int H, int I, int num_slots, in
 
 TEST(GpuMoePrefill, Nvfp4SlotsMatchCpuAtReleasedShapes) {
   for (int tokens : {1, 37, 300}) check_moe_prefill(model::SlotFormat::kNvfp4, 2560, 640, 300, 20, tokens, 10);
+}
+// k = 10 over a pool of 512 slots (128 of them used, one of them slot 511, to keep the CPU twin affordable):
+// 1024 tokens give ~80 pairs per slot, the load of the released model at a 4096-token chunk.
+TEST(GpuMoePrefill, Nvfp4SlotsRealisticLoadAtReleasedShapes) {
+  check_moe_prefill(model::SlotFormat::kNvfp4, 2560, 640, 512, 128, 1024, 10);
+}
+// 257 tokens: one slot with 257 pairs (tiles 96 + 96 + 65), one with 129 (80 + 49), three with one pair.
+TEST(GpuMoePrefill, Nvfp4SlotsSkewedRoutingAtReleasedShapes) {
+  check_moe_prefill(model::SlotFormat::kNvfp4, 2560, 640, 512, 40, 257, 10, Routing::kSkewed);
+}
+TEST(GpuMoePrefill, Nvfp4SlotsSkewedRoutingTinyShapes) {
+  for (int tokens : {3, 300}) check_moe_prefill(model::SlotFormat::kNvfp4, 64, 16, 16, 16, tokens, 4, Routing::kSkewed);
+}
+TEST(GpuMoePrefill, Bf16SlotsSkewedRouting) {
+  check_moe_prefill(model::SlotFormat::kBf16, 2560, 640, 300, 30, 300, 10, Routing::kSkewed);
+  check_moe_prefill(model::SlotFormat::kBf16, 32, 8, 16, 16, 300, 4, Routing::kSkewed);
 }
 TEST(GpuMoePrefill, Nvfp4SlotsPadTinyShapes) {
   for (int tokens : {1, 37, 300}) check_moe_prefill(model::SlotFormat::kNvfp4, 64, 16, 16, 16, tokens, 4);

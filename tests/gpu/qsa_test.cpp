@@ -1,7 +1,9 @@
 // The GPU QSA selection (block-key cache + scores + radix top-k) against cpu::qsa_select: identical token
-// lists, dense and beyond the budget, at the released indexer shapes and with many exact score ties.
+// lists, dense and beyond the budget, at the released indexer shapes and with many exact score ties; the
+// batched prefill selection (launch_qsa_select_rows, bitmaps) against cpu::qsa_select and the per-row kernel.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -75,6 +77,97 @@ void run_case(int heads, int dim, int budget, int ratio, int tokens, float query
   }
 }
 
+// The batched selection: rows at many positions (before, at and beyond the budget, random ones) in one
+// launch; each row's bitmap must describe exactly cpu::qsa_select's token list and the per-row kernel's
+// ({s <= p : bit s / ratio}), bits past the tail's block in its word must be zero and later words untouched.
+// equal_scores: every token has the same raw key and the queries are zero on the rotated dims, so every
+// block scores bit-identically (positive) and the top-k is decided by the tie rule alone (lowest blocks).
+void run_rows_case(int heads, int dim, int budget, int ratio, int tokens, float query_bias, bool equal_scores,
+                   int random_rows) {
+  model::ModelConfig config;
+  config.head_dim = dim;
+  config.partial_rotary_factor = 0.5;
+  config.rope_theta = 1e7;
+  config.has_qsa = true;
+  config.indexer_n_heads = heads;
+  config.indexer_kv_heads = 1;
+  config.indexer_head_dim = dim;
+  config.indexer_budget = budget;
+  config.indexer_compress_ratio = ratio;
+  const cpu::Rope rope(config);
+  const int rot = static_cast<int>(config.rotary_dim()), block_topk = budget / ratio;
+
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> raw(static_cast<size_t>(tokens) * dim);
+  for (float& v : raw) v = dist(rng());
+  if (equal_scores) {
+    for (int t = 1; t < tokens; ++t) std::copy_n(raw.begin(), dim, raw.begin() + static_cast<ptrdiff_t>(t) * dim);
+  }
+  std::vector<uint16_t> k_norm_bits(static_cast<size_t>(dim));
+  for (auto& b : k_norm_bits) b = f32_to_bf16(0.1f * dist(rng()));
+  model::TensorInfo k_norm;
+  k_norm.name = "k_norm";
+  k_norm.dtype = DType::kBF16;
+  k_norm.shape = {dim};
+  k_norm.data = reinterpret_cast<const uint8_t*>(k_norm_bits.data());
+  k_norm.nbytes = k_norm_bits.size() * 2;
+  const model::IndexerWeights w{nullptr, nullptr, &k_norm};
+
+  DeviceBuffer<float> d_raw(raw), d_inv_freq(rope.inv_freq);
+  DeviceBuffer<uint16_t> d_k_norm(k_norm_bits);
+  const int blocks = tokens / ratio;
+  DeviceBuffer<float> d_block_keys(static_cast<size_t>(std::max(blocks, 1)) * dim), d_scores(static_cast<size_t>(blocks) + 1);
+  launch_qsa_block_keys(d_raw.data(), 0, blocks, ratio, dim, d_k_norm.data(), 1e-6f, rot, d_inv_freq.data(),
+                        d_block_keys.data(), nullptr);
+
+  std::vector<int32_t> positions;
+  for (int p : {0, 1, ratio - 1, ratio, budget - 1, budget, budget + ratio - 2, budget + ratio - 1, budget + ratio,
+                budget + 2 * ratio + 1, tokens / 2 + 1, tokens - 2, tokens - 1}) {
+    if (p >= 0 && p < tokens) positions.push_back(p);
+  }
+  std::uniform_int_distribution<int> any_position(0, tokens - 1);
+  for (int i = 0; i < random_rows; ++i) positions.push_back(any_position(rng()));
+  const int rows = static_cast<int>(positions.size());
+  std::vector<float> queries(static_cast<size_t>(rows) * heads * dim);
+  for (size_t i = 0; i < queries.size(); ++i) queries[i] = equal_scores && static_cast<int>(i % dim) < rot ? 0.0f : dist(rng()) + query_bias;
+
+  // Words past what the rows need stay 0xffffffff: the kernel must write exactly words 0 .. blocks / 32.
+  const int mask_words = blocks / 32 + 2;
+  DeviceBuffer<float> d_queries(queries);
+  DeviceBuffer<int32_t> d_positions(positions);
+  DeviceBuffer<uint32_t> d_mask(std::vector<uint32_t>(static_cast<size_t>(rows) * mask_words, 0xffffffffu));
+  launch_qsa_select_rows(d_queries.data(), rows, heads, dim, d_block_keys.data(), d_positions.data(), blocks, ratio,
+                         block_topk, d_mask.data(), mask_words, nullptr);
+  IMP_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint32_t> mask = d_mask.download();
+
+  DeviceBuffer<int32_t> d_selected(static_cast<size_t>(budget + ratio - 1)), d_count(1);
+  for (int r = 0; r < rows; ++r) {
+    const int p = positions[static_cast<size_t>(r)], row_blocks = (p + 1) / ratio;
+    const uint32_t* row_mask = mask.data() + static_cast<size_t>(r) * mask_words;
+    const auto bit = [&](int j) { return (row_mask[j / 32] >> (j % 32)) & 1u; };
+    std::vector<int64_t> got;
+    for (int tok = 0; tok <= p; ++tok) {
+      if (bit(tok / ratio)) got.push_back(tok);
+    }
+    const std::vector<int64_t> want =
+        cpu::qsa_select(config, w, rope, queries.data() + static_cast<size_t>(r) * heads * dim, raw.data(), p);
+    ASSERT_EQ(got, want) << "row " << r << " position " << p;
+
+    launch_qsa_select(d_queries.data() + static_cast<size_t>(r) * heads * dim, heads, dim, d_block_keys.data(),
+                      d_positions.data() + r, ratio, block_topk, d_scores.data(), d_selected.data(), d_count.data(), nullptr);
+    const int count = d_count.download()[0];
+    const std::vector<int32_t> per_row = d_selected.download();
+    ASSERT_EQ(std::vector<int64_t>(per_row.begin(), per_row.begin() + count), got) << "row " << r << " position " << p;
+
+    // Bitmap format: the tail's block bit iff the row's last block is incomplete, zeros above it in its word,
+    // later words untouched.
+    ASSERT_EQ(bit(row_blocks), (p + 1) % ratio != 0 ? 1u : 0u) << "position " << p;
+    for (int j = row_blocks + 1; j < (row_blocks / 32 + 1) * 32; ++j) ASSERT_EQ(bit(j), 0u) << "position " << p << " bit " << j;
+    for (int wd = row_blocks / 32 + 1; wd < mask_words; ++wd) ASSERT_EQ(row_mask[wd], 0xffffffffu) << "position " << p;
+  }
+}
+
 TEST(GpuQsa, SelectionMatchesCpuAtReleasedShapes) { run_case(4, 128, 2048, 4, 3000, 0.0f); }
 // Strongly negative queries: most blocks score exactly 0, so the cut falls inside a run of ties.
 TEST(GpuQsa, SelectionMatchesCpuWithManyTies) { run_case(2, 32, 32, 4, 400, -1.5f); }
@@ -82,6 +175,15 @@ TEST(GpuQsa, SelectionMatchesCpuWithManyTies) { run_case(2, 32, 32, 4, 400, -1.5
 // the released shapes and inside a run of ties.
 TEST(GpuQsa, SelectionMatchesCpuBeyondOneBlockPerThread) { run_case(4, 128, 2048, 4, 9001, 0.0f); }
 TEST(GpuQsa, SelectionMatchesCpuWithManyTiesBeyondOneBlockPerThread) { run_case(2, 32, 32, 4, 9001, -1.5f); }
+
+// Batched selection (one launch, bitmaps): released shapes over ~2250 blocks; many zero-score ties (the cut
+// inside a run of ties); every score equal (the tie rule alone); ratio 8 and a small head (long_sparse-like);
+// more bitmap words than the kernel's 512 threads (16384+ blocks: several words per thread).
+TEST(GpuQsa, RowsSelectionMatchesCpuAtReleasedShapes) { run_rows_case(4, 128, 2048, 4, 9001, 0.0f, false, 24); }
+TEST(GpuQsa, RowsSelectionMatchesCpuWithManyTies) { run_rows_case(2, 32, 32, 4, 9001, -1.5f, false, 24); }
+TEST(GpuQsa, RowsSelectionMatchesCpuWithAllScoresEqual) { run_rows_case(4, 128, 2048, 4, 9001, 1.0f, true, 8); }
+TEST(GpuQsa, RowsSelectionMatchesCpuAtRatioEight) { run_rows_case(4, 16, 24, 8, 700, 0.0f, false, 32); }
+TEST(GpuQsa, RowsSelectionMatchesCpuBeyondOneWordPerThread) { run_rows_case(2, 32, 2048, 4, 70001, 0.0f, false, 4); }
 
 }  // namespace
 }  // namespace imp::cuda

@@ -18,10 +18,35 @@ constexpr size_t smem_bytes() {
   return 3 * static_cast<size_t>(kRows) * (D + 8) * 2;
 }
 
+// Bits of the keys key0 .. key0 + 63 a row at `pos` attends: n <= pos and, with a block mask (row_mask, the
+// row's words; nullptr = dense), bit n / ratio set. Only mask bits of blocks <= pos / ratio are read.
+__device__ __forceinline__ uint64_t tile_keys(int key0, int pos, const uint32_t* row_mask, int ratio) {
+  if (pos < key0) return 0;
+  const int last = min(pos - key0, kKeys - 1);  // the last visible key, tile-relative
+  const uint64_t causal = ~0ull >> (63 - last);
+  if (row_mask == nullptr) return causal;
+  // Blocks j0 .. j1 cover the visible keys: j1 - j0 < 64 / ratio + 2, so they fit in the 64 bits from bit
+  // j0 % 32 of word j0 / 32 on (ratio 1: j0 % 32 == 0 and 64 blocks).
+  const int j0 = key0 / ratio, j1 = (key0 + last) / ratio, span = j1 - j0 + 1, w = j0 / 32;
+  uint64_t blocks = row_mask[w];
+  if (j1 / 32 > w) blocks |= static_cast<uint64_t>(row_mask[w + 1]) << 32;
+  const uint64_t span_bits = ~0ull >> (64 - span);
+  blocks = (blocks >> (j0 % 32)) & span_bits;
+  if (blocks == span_bits) return causal;
+  uint64_t keys = 0;
+  for (; blocks != 0; blocks &= blocks - 1) {
+    const int j = j0 + __ffsll(static_cast<long long>(blocks)) - 1;
+    const int lo = max(j * ratio - key0, 0), hi = min(j * ratio + ratio - 1 - key0, last);
+    keys |= (~0ull >> (63 - hi)) & (~0ull << lo);
+  }
+  return keys;
+}
+
 template <int D, bool kBf16>
 __global__ void __launch_bounds__(kThreads, 2)
     attention_prefill_kernel(KvPages cache, const float* __restrict__ q, const float* __restrict__ gate, int head_stride,
                              const int32_t* __restrict__ positions, int rows, int heads, int kv_heads,
+                             const uint32_t* __restrict__ block_mask, int mask_words, int ratio,
                              float* __restrict__ out) {
   constexpr int kS = D + 8;  // bf16 row stride: 16-byte multiple, conflict-free ldmatrix
   extern __shared__ __align__(16) uint16_t sm[];
@@ -30,6 +55,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   uint16_t* Vs = Ks + kKeys * kS;
   __shared__ int s_pos[kRows];
   __shared__ int s_max;
+  __shared__ uint64_t s_keys[kRows];  // the keys of the current tile each row attends (tile_keys)
 
   const int row0 = (gridDim.x - 1 - blockIdx.x) * kRows;  // the longest rows first
   const int h = blockIdx.y;
@@ -51,8 +77,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   __syncthreads();
   const int max_pos = s_max;  // >= 0: row0 < rows
-  const int pos_g = s_pos[warp * 16 + g], pos_g8 = s_pos[warp * 16 + g + 8];
   const float scale = 1.0f / sqrtf(static_cast<float>(D));
+  // Threads 0..63 own a row's tile_keys; their row's mask words.
+  const uint32_t* mask_row =
+      block_mask != nullptr && tid < kRows && row0 + tid < rows ? block_mask + static_cast<size_t>(row0 + tid) * mask_words : nullptr;
   const int* table = cache.page_table;
   const int page_size = cache.page_size;
 
@@ -63,6 +91,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   const int tiles = max_pos / kKeys + 1;
   for (int kt = 0; kt < tiles; ++kt) {
+    // Which keys of the tile each row attends; a tile no row attends is skipped (masked rows).
+    const uint64_t my_keys = tid < kRows ? tile_keys(kt * kKeys, s_pos[tid], mask_row, ratio) : 0;
+    if (tid < kRows) s_keys[tid] = my_keys;
+    if (!__syncthreads_or(my_keys != 0)) continue;
     // K and V of tokens kt*64 .. kt*64+63 (zero beyond max_pos: masked, and V must stay finite).
     for (int e = tid; e < kKeys * D / 8; e += kThreads) {
       const int r = e / (D / 8), d8 = (e % (D / 8)) * 8, n = kt * kKeys + r;
@@ -110,14 +142,14 @@ __global__ void __launch_bounds__(kThreads, 2)
         mma_16816(s[2 * nj + 1], a, r[2], r[3]);
       }
     }
-    // Causal mask, scale, online softmax (rows g and g + 8; the 4 lanes of a quad share a row).
+    // Mask (causal and block), scale, online softmax (rows g and g + 8; the 4 lanes of a quad share a row).
+    const uint64_t keys_g = s_keys[warp * 16 + g], keys_g8 = s_keys[warp * 16 + g + 8];
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int ni = 0; ni < 8; ++ni) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int n = kt * kKeys + ni * 8 + 2 * c + (e & 1);
-        const bool visible = n <= (e < 2 ? pos_g : pos_g8);
+        const bool visible = ((e < 2 ? keys_g : keys_g8) >> (ni * 8 + 2 * c + (e & 1))) & 1;
         const float v = visible ? s[ni][e] * scale : -INFINITY;
         s[ni][e] = v;
         if (e < 2) mx0 = fmaxf(mx0, v); else mx1 = fmaxf(mx1, v);
@@ -129,7 +161,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
     }
     const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    // A row with nothing visible yet (only rows past `rows`) keeps m = -inf: subtract 0 instead (p = 0).
+    // A row with nothing visible yet (rows past `rows`, masked rows) keeps m = -inf: subtract 0 instead (p = 0);
+    // a row that never sees a key ends with l = 0 and writes zeros.
     const float base0 = mn0 == -INFINITY ? 0.0f : mn0, base1 = mn1 == -INFINITY ? 0.0f : mn1;
     const float corr0 = __expf(m0 - base0), corr1 = __expf(m1 - base1);
     float sum0 = 0.0f, sum1 = 0.0f;
@@ -197,7 +230,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 template <int D>
 void launch_d(const KvPages& cache, const float* q, const float* gate, int head_stride, const int32_t* positions,
-              int rows, int heads, int kv_heads, float* out, cudaStream_t stream) {
+              int rows, int heads, int kv_heads, const uint32_t* block_mask, int mask_words, int ratio, float* out,
+              cudaStream_t stream) {
   constexpr size_t bytes = smem_bytes<D>();
   static const bool ready = [] {
     IMP_CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_kernel<D, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
@@ -207,9 +241,11 @@ void launch_d(const KvPages& cache, const float* q, const float* gate, int head_
   (void)ready;
   const dim3 grid((rows + kRows - 1) / kRows, heads);
   if (cache.bf16) {
-    attention_prefill_kernel<D, true><<<grid, kThreads, bytes, stream>>>(cache, q, gate, head_stride, positions, rows, heads, kv_heads, out);
+    attention_prefill_kernel<D, true><<<grid, kThreads, bytes, stream>>>(cache, q, gate, head_stride, positions, rows, heads, kv_heads,
+                                                                                block_mask, mask_words, ratio, out);
   } else {
-    attention_prefill_kernel<D, false><<<grid, kThreads, bytes, stream>>>(cache, q, gate, head_stride, positions, rows, heads, kv_heads, out);
+    attention_prefill_kernel<D, false><<<grid, kThreads, bytes, stream>>>(cache, q, gate, head_stride, positions, rows, heads, kv_heads,
+                                                                                block_mask, mask_words, ratio, out);
   }
   IMP_CUDA_CHECK_LAUNCH();
 }
@@ -218,17 +254,21 @@ void launch_d(const KvPages& cache, const float* q, const float* gate, int head_
 
 void launch_attention_prefill(const KvPages& cache, const float* q, const float* gate, int32_t head_stride,
                               const int32_t* positions, int32_t rows, int32_t heads, int32_t kv_heads,
-                              int32_t head_dim, float* out, cudaStream_t stream) {
+                              int32_t head_dim, float* out, cudaStream_t stream, const uint32_t* block_mask,
+                              int32_t mask_words, int32_t ratio) {
   if (kv_heads <= 0 || heads % kv_heads != 0) throw_invalid_launch("attention prefill: heads must be a multiple of kv heads");
   if (head_stride % 4 != 0 || (reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(gate)) % 16 != 0) {
     throw_invalid_launch("attention prefill: q and gate must be 16-byte aligned with head_stride % 4 == 0");
   }
+  if (block_mask != nullptr && (ratio < 1 || mask_words < 1)) {
+    throw_invalid_launch("attention prefill: a block mask needs ratio >= 1 and mask_words >= 1");
+  }
   if (rows <= 0) return;
   switch (head_dim) {
-    case 32: return launch_d<32>(cache, q, gate, head_stride, positions, rows, heads, kv_heads, out, stream);
-    case 64: return launch_d<64>(cache, q, gate, head_stride, positions, rows, heads, kv_heads, out, stream);
-    case 128: return launch_d<128>(cache, q, gate, head_stride, positions, rows, heads, kv_heads, out, stream);
-    case 256: return launch_d<256>(cache, q, gate, head_stride, positions, rows, heads, kv_heads, out, stream);
+    case 32: return launch_d<32>(cache, q, gate, head_stride, positions, rows, heads, kv_heads, block_mask, mask_words, ratio, out, stream);
+    case 64: return launch_d<64>(cache, q, gate, head_stride, positions, rows, heads, kv_heads, block_mask, mask_words, ratio, out, stream);
+    case 128: return launch_d<128>(cache, q, gate, head_stride, positions, rows, heads, kv_heads, block_mask, mask_words, ratio, out, stream);
+    case 256: return launch_d<256>(cache, q, gate, head_stride, positions, rows, heads, kv_heads, block_mask, mask_words, ratio, out, stream);
     default: throw_invalid_launch("attention prefill: head_dim must be 32, 64, 128 or 256");
   }
 }

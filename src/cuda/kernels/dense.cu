@@ -3,8 +3,10 @@
 #include <cooperative_groups.h>
 
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
+#include "cuda/kernels/gemv_row.cuh"
 
 namespace imp::cuda {
 namespace {
@@ -15,45 +17,38 @@ constexpr int kMaxRows = 8;
 
 template <int Rows>
 __global__ void gemv_bf16_kernel(const uint16_t* weight, const float* x, int n, int k, float* y) {
-  const int lane = threadIdx.x % kWarp;
+  pdl_begin();
   const int row_n = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   if (row_n >= n) return;
-  const uint16_t* w = weight + static_cast<size_t>(row_n) * k;
-  float acc[Rows] = {};
-  // Each lane takes 8 weights (16 bytes) at a time, coalesced across the warp.
-  for (int c = lane * 8; c < k; c += kWarp * 8) {
-    const uint4 packed = *reinterpret_cast<const uint4*>(w + c);
-    const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
-    float wf[8];
+  float acc[Rows];
+  bf16_row_dots<Rows>(weight + static_cast<size_t>(row_n) * k, k, PlainX{x, k}, acc);
+  if (threadIdx.x % kWarp != 0) return;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      wf[2 * i] = bf16_bits_to_float(words[i] & 0xffffu);
-      wf[2 * i + 1] = bf16_bits_to_float(words[i] >> 16);
-    }
-#pragma unroll
-    for (int r = 0; r < Rows; ++r) {
-      const float4 x0 = *reinterpret_cast<const float4*>(x + static_cast<size_t>(r) * k + c);
-      const float4 x1 = *reinterpret_cast<const float4*>(x + static_cast<size_t>(r) * k + c + 4);
-      acc[r] += wf[0] * x0.x + wf[1] * x0.y + wf[2] * x0.z + wf[3] * x0.w + wf[4] * x1.x + wf[5] * x1.y + wf[6] * x1.z +
-                wf[7] * x1.w;
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < Rows; ++r) {
-    float v = acc[r];
-    for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0) y[static_cast<size_t>(r) * n + row_n] = v;
-  }
+  for (int r = 0; r < Rows; ++r) y[static_cast<size_t>(r) * n + row_n] = acc[r];
+}
+
+// The projection's output goes straight into the hyper-connection streams (cpu::hyper_connection_write).
+__global__ void gemv_bf16_hc_write_kernel(const uint16_t* weight, const float* x, int n, int k, const float* inject,
+                                          int streams, float* stream_row) {
+  pdl_begin();
+  const int row_n = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  if (row_n >= n) return;
+  float acc[1];
+  bf16_row_dots<1>(weight + static_cast<size_t>(row_n) * k, k, PlainX{x, k}, acc);
+  if (threadIdx.x % kWarp != 0) return;
+  for (int s = 0; s < streams; ++s) stream_row[static_cast<size_t>(s) * n + row_n] += inject[s] * acc[0];
 }
 
 template <int Rows>
 void launch_rows(const uint16_t* weight, const float* x, int32_t n, int32_t k, float* y, cudaStream_t stream) {
   constexpr int kThreads = 256;
-  gemv_bf16_kernel<Rows><<<(n + kThreads / kWarp - 1) / (kThreads / kWarp), kThreads, 0, stream>>>(weight, x, n, k, y);
+  launch_kernel(gemv_bf16_kernel<Rows>, (n + kThreads / kWarp - 1) / (kThreads / kWarp), kThreads, 0, stream, 1,
+                weight, x, n, k, y);
 }
 
 // One block per (row, group); groups are at most a few thousand wide.
 __global__ void rms_norm_kernel(const float* x, const uint16_t* weight, int width, int group, float eps, float* y) {
+  pdl_begin();
   __shared__ float partial[32];
   const int groups = width / group;
   const int row = blockIdx.x / groups, g = blockIdx.x % groups;
@@ -85,6 +80,7 @@ constexpr int kNormClusterMaxItems = 64;  // rows * groups up to which the clust
 
 __global__ void __cluster_dims__(kNormCluster, 1, 1) __launch_bounds__(kNormClusterThreads)
     rms_norm_cluster_kernel(const float* x, const uint16_t* weight, int width, int group, float eps, float* y) {
+  pdl_begin();
   __shared__ float partial[kNormClusterThreads / kWarp];
   __shared__ float inv_s;
   cg::cluster_group cluster = cg::this_cluster();
@@ -136,15 +132,24 @@ void launch_gemv_bf16(const uint16_t* weight, const float* x, int32_t rows, int3
   IMP_CUDA_CHECK_LAUNCH();
 }
 
+void launch_gemv_bf16_hc_write(const uint16_t* weight, const float* x, int32_t n, int32_t k, const float* inject,
+                               int32_t streams, float* stream_row, cudaStream_t stream) {
+  if (k % 8 != 0) throw_invalid_launch("gemv_bf16_hc_write: K % 8 != 0");
+  constexpr int kThreads = 256;
+  launch_kernel(gemv_bf16_hc_write_kernel, (n + kThreads / kWarp - 1) / (kThreads / kWarp), kThreads, 0, stream, 1,
+      weight, x, n, k, inject, streams, stream_row);
+}
+
 void launch_rms_norm(const float* x, const uint16_t* weight, int32_t rows, int32_t width, int32_t group, float eps,
                      float* y, cudaStream_t stream) {
   if (group <= 0 || width % group != 0) throw_invalid_launch("rms_norm: width must be a multiple of the group");
   const int items = rows * (width / group);
   if (items <= kNormClusterMaxItems && group >= kNormCluster * kNormClusterThreads) {
-    rms_norm_cluster_kernel<<<items * kNormCluster, kNormClusterThreads, 0, stream>>>(x, weight, width, group, eps, y);
+    launch_kernel(rms_norm_cluster_kernel, items * kNormCluster, kNormClusterThreads, 0, stream, 1,
+                  x, weight, width, group, eps, y);
   } else {
     const int threads = group >= 1024 ? 1024 : (group + kWarp - 1) / kWarp * kWarp;
-    rms_norm_kernel<<<items, threads, 0, stream>>>(x, weight, width, group, eps, y);
+    launch_kernel(rms_norm_kernel, items, threads, 0, stream, 1, x, weight, width, group, eps, y);
   }
   IMP_CUDA_CHECK_LAUNCH();
 }

@@ -5,6 +5,13 @@ namespace imp::cuda {
 
 constexpr int kWarp = 32;
 
+// First statement of every kernel launched through launch_kernel (launch.h): wait for the previous grid in
+// the stream (complete, memory visible), then let the next grid start launching. No-ops without PDL.
+__device__ __forceinline__ void pdl_begin() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;

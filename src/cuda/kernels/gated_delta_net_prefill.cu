@@ -1,5 +1,7 @@
 #include "cuda/kernels/gated_delta_net_prefill.h"
 
+#include <algorithm>
+
 #include "cuda/check.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
@@ -56,37 +58,135 @@ __global__ void conv_state_kernel(const float* __restrict__ mixed, float* state,
   }
 }
 
-// ---- chunk preparation (state independent) -------------------------------------------------------------
+// ---- 3xTF32 tensor-core products -------------------------------------------------------------------------
+//
+// Every matrix product of the chunked algebra runs on mma.m16n8k8 (tf32 in, fp32 accumulate) with the 3xTF32
+// split: x = hi + lo, hi = tf32_rna(x), lo = tf32_rna(x - hi) (x - hi is exact in fp32), and
+//   a b ~ a_hi b_hi + (a_hi b_lo + a_lo b_hi),
+// the two correction products in a separate accumulator that is added once at the end (Ootomo & Yokota 2022:
+// adding the small terms into the large accumulator loses them to the tensor core's truncating adds).
+// Error per product: |a_lo b_lo| <= 2^-22 |a b| dropped, plus the rounding of lo (<= 2^-22 |x| per operand):
+// ~2^-21 relative, against 2^-24 for an fp32 FMA; the sums themselves are fp32 (the tensor core truncates
+// instead of rounding: <= 2^-23 per add). A dot product of length 128 therefore lands within a few 1e-7
+// relative of the fp32 one, the same order as the reordering of fp32 sums between CPU and GPU; across 64
+// chunks of the scan the state error grows like the fp32 algorithm's (the recurrence is contractive:
+// e^gamma <= 1, and I - beta k k^T has norm <= 1).
+//
+// Fragments (g = lane / 4, t = lane % 4): A (16x8, row-major) a0 = (g, t), a1 = (g+8, t), a2 = (g, t+4),
+// a3 = (g+8, t+4); B (8x8) b0 = (k t, n g), b1 = (k t+4, n g); C c0, c1 = (g, 2t..2t+1), c2, c3 = (g+8, 2t..).
+// Shared-memory strides are chosen so that the fragment loads are conflict-free: a row-major A (or an
+// n-major B) with a stride = 4 mod 32, a k-major B (or a column-major A) with a stride = 8 mod 32.
 
-// Per (head, chunk) record in the workspace, floats:
-//   WT [dk][64] (W transposed), QT [dk][64] ((Q e^gamma) transposed), Kp [64][dk] (K e^(gamma_C - gamma)),
-//   U [64][dv], AqkT [64][64] (((Q K^T) * Gamma) transposed, zero above the diagonal), gC (e^gamma_C), pad.
+__device__ __forceinline__ uint32_t tf32_rna(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+
+struct FragA {
+  uint32_t hi[4], lo[4];
+};
+struct FragB {
+  uint32_t hi[2], lo[2];
+};
+struct Acc {  // value = m + c
+  float m[4], c[4];
+};
+
+__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
+  hi = tf32_rna(x);
+  lo = tf32_rna(x - __uint_as_float(hi));
+}
+
+// f(row, k) for row < 16, k < 8 of the tile.
+template <typename F>
+__device__ __forceinline__ FragA load_a(F f) {
+  const int lane = threadIdx.x % kWarp, g = lane >> 2, t = lane & 3;
+  const float v[4] = {f(g, t), f(g + 8, t), f(g, t + 4), f(g + 8, t + 4)};
+  FragA r;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) split_tf32(v[i], r.hi[i], r.lo[i]);
+  return r;
+}
+
+// f(k, n) for k < 8, n < 8 of the tile.
+template <typename F>
+__device__ __forceinline__ FragB load_b(F f) {
+  const int lane = threadIdx.x % kWarp, g = lane >> 2, t = lane & 3;
+  const float v[2] = {f(t, g), f(t + 4, g)};
+  FragB r;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) split_tf32(v[i], r.hi[i], r.lo[i]);
+  return r;
+}
+
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ void mma3(Acc& d, const FragA& a, const FragB& b) {
+  mma_tf32(d.c, a.lo, b.hi);
+  mma_tf32(d.c, a.hi, b.lo);
+  mma_tf32(d.m, a.hi, b.hi);
+}
+
+__device__ __forceinline__ void acc_zero(Acc& d) {
+#pragma unroll
+  for (int e = 0; e < 4; ++e) d.m[e] = d.c[e] = 0.0f;
+}
+
+// Row and column (within the 16x8 tile) of accumulator element e.
+__device__ __forceinline__ int acc_row(int e) { return ((threadIdx.x % kWarp) >> 2) + 8 * (e >> 1); }
+__device__ __forceinline__ int acc_col(int e) { return 2 * (threadIdx.x & 3) + (e & 1); }
+
+// ---- workspace ---------------------------------------------------------------------------------------------
+
+// Per (head, chunk) record, floats, all row-major: W [64][dk], Kp [64][dk] (K e^(gamma_C - gamma)),
+// Qg [64][dk] (Q e^gamma), U [64][dv] (overwritten with V' by the scan), Aqk [64][64] ((Q K^T) * Gamma, zero
+// above the diagonal), gC (e^gamma_C), pad. After all records: the state at the start of every chunk,
+// [head][chunk][dk][dv].
 struct ChunkLayout {
   int dk, dv;
-  __host__ __device__ size_t wt() const { return 0; }
-  __host__ __device__ size_t qt() const { return static_cast<size_t>(dk) * kC; }
-  __host__ __device__ size_t kp() const { return 2 * static_cast<size_t>(dk) * kC; }
+  __host__ __device__ size_t w() const { return 0; }
+  __host__ __device__ size_t kp() const { return static_cast<size_t>(dk) * kC; }
+  __host__ __device__ size_t qg() const { return 2 * static_cast<size_t>(dk) * kC; }
   __host__ __device__ size_t u() const { return 3 * static_cast<size_t>(dk) * kC; }
   __host__ __device__ size_t aqk() const { return u() + static_cast<size_t>(kC) * dv; }
   __host__ __device__ size_t gc() const { return aqk() + kC * kC; }
   __host__ __device__ size_t stride() const { return gc() + 4; }  // multiple of 4 floats: 16-byte records
+  __host__ __device__ size_t state() const { return static_cast<size_t>(dk) * dv; }
 };
 
-constexpr int kPrepThreads = 256;
+// ---- chunk preparation (state independent), one block per (chunk, head) ------------------------------------
 
-__global__ void __launch_bounds__(kPrepThreads)
+constexpr int kThreads = 256;  // prep and output kernels: 8 warps
+constexpr int kLa = kC + 4;    // stride of the 64x64 matrices in shared memory
+
+size_t prep_smem_floats(int dk, int dv) {
+  const int lq = dk + 4, lv = dv + 8;
+  return static_cast<size_t>(kC) * std::max(lq, lv) + static_cast<size_t>(kC) * lq + 2 * kC * kLa + 16 * 48 + 6 * kC;
+}
+
+__global__ void __launch_bounds__(kThreads, 2)
     chunk_prep_kernel(GatedDeltaNetShape shape, GatedDeltaNetWeightsDevice w, const float* __restrict__ conv_out,
                       const float* __restrict__ b, const float* __restrict__ a, int tokens, int chunks,
                       float* __restrict__ ws) {
   extern __shared__ __align__(16) float sm[];
   const int dk = shape.key_dim, dv = shape.value_dim, hv = shape.value_heads;
-  const int ks = dk + 1, xs = dv + dk + 1;  // padded strides (conflict-free column reads)
-  float* Ks = sm;                       // [64][dk+1]
-  float* Qs = Ks + kC * ks;             // [64][dk+1]
-  float* X = Qs + kC * ks;              // [64][dv+dk]: beta V | beta e^gamma K, solved in place into U | W
-  float* Akk = X + kC * xs;             // [64][65]
-  float* beta = Akk + kC * 65;          // [64]
-  float* gam = beta + kC;               // [64]
+  const int lq = dk + 4, lv = dv + 8;
+  float* QV = sm;                                // Qs [64][lq], later beta V [64][lv]
+  float* Ks = QV + kC * max(lq, lv);             // [64][lq]
+  float* Akk = Ks + kC * lq;                     // [64][kLa], strictly lower
+  float* Tm = Akk + kC * kLa;                    // [64][kLa], L^-1 (unit lower)
+  float* R = Tm + kC * kLa;                      // [16][48]
+  float* beta = R + 16 * 48;                     // [64] each
+  float* gam = beta + kC;
+  float* eg = gam + kC;   // e^gamma
+  float* ekp = eg + kC;   // e^(gamma_C - gamma)
+  float* bek = ekp + kC;  // beta e^gamma
 
   const int chunk = blockIdx.x, h = blockIdx.y;
   const int c0 = chunk * kC, n = min(kC, tokens - c0);
@@ -108,20 +208,21 @@ __global__ void __launch_bounds__(kPrepThreads)
     beta[tid] = bt;
     gam[tid] = g;
   }
+  for (int e = tid; e < kC * kLa; e += kThreads) Tm[e] = 0.0f;
   __syncthreads();
   if (tid == 0) {  // inclusive cumsum in order, as the reference; padding adds g = 0
     float running = 0.0f;
     for (int i = 0; i < kC; ++i) gam[i] = running += gam[i];
   }
-  // q, k (L2-normalised), one warp per row.
+  // q, k (L2-normalised), one warp per row; padding rows are zero.
   const float q_scale = rsqrtf(static_cast<float>(dk));
-  for (int i = warp; i < kC; i += kPrepThreads / kWarp) {
+  for (int i = warp; i < kC; i += kThreads / kWarp) {
     const float* row = conv_out + static_cast<size_t>(c0 + i) * channels;
     float qq = 0.0f, kk = 0.0f;
     for (int d = lane; d < dk; d += kWarp) {
       const float qv = i < n ? row[kh * dk + d] : 0.0f, kv = i < n ? row[key_total + kh * dk + d] : 0.0f;
-      Qs[i * ks + d] = qv;
-      Ks[i * ks + d] = kv;
+      QV[i * lq + d] = qv;
+      Ks[i * lq + d] = kv;
       qq += qv * qv;
       kk += kv * kv;
     }
@@ -129,232 +230,442 @@ __global__ void __launch_bounds__(kPrepThreads)
     kk = warp_sum(kk);
     const float qi = rsqrtf(qq + 1e-6f) * q_scale, ki = rsqrtf(kk + 1e-6f);
     for (int d = lane; d < dk; d += kWarp) {
-      Qs[i * ks + d] *= qi;
-      Ks[i * ks + d] *= ki;
+      QV[i * lq + d] *= qi;
+      Ks[i * lq + d] *= ki;
     }
   }
   __syncthreads();  // gam, beta, Qs, Ks ready
-  const int xcols = dv + dk;
-  for (int e = tid; e < kC * xcols; e += kPrepThreads) {
-    const int i = e / xcols, col = e % xcols;
-    float v;
-    if (col < dv) {
-      v = i < n ? beta[i] * conv_out[static_cast<size_t>(c0 + i) * channels + 2 * key_total + h * dv + col] : 0.0f;
-    } else {
-      v = beta[i] * expf(gam[i]) * Ks[i * ks + col - dv];
-    }
-    X[i * xs + col] = v;
+  if (tid < kC) {
+    eg[tid] = expf(gam[tid]);
+    ekp[tid] = expf(gam[kC - 1] - gam[tid]);
+    bek[tid] = beta[tid] * eg[tid];
   }
-  // Akk (strictly lower) and AqkT (lower with the diagonal), straight to the workspace. Warp w: rows
-  // w + 16p and w + 16p + 8; lane: keys lane and lane + 32 (eight independent dot products).
-  float* aqkT = rec + lay.aqk();
-  for (int p = 0; p < kC / 16; ++p) {
-    const int i0 = warp + 16 * p, i1 = i0 + 8, j0 = lane, j1 = lane + 32;
-    float kk[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}, qk[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
-    for (int d = 0; d < dk; ++d) {
-      const float kj0 = Ks[j0 * ks + d], kj1 = Ks[j1 * ks + d];
-      const float ki0 = Ks[i0 * ks + d], ki1 = Ks[i1 * ks + d], qi0 = Qs[i0 * ks + d], qi1 = Qs[i1 * ks + d];
-      kk[0][0] += ki0 * kj0;
-      kk[0][1] += ki0 * kj1;
-      kk[1][0] += ki1 * kj0;
-      kk[1][1] += ki1 * kj1;
-      qk[0][0] += qi0 * kj0;
-      qk[0][1] += qi0 * kj1;
-      qk[1][0] += qi1 * kj0;
-      qk[1][1] += qi1 * kj1;
+  // K K^T and Q K^T: warp -> m-tile warp / 2, n-tiles 4 (warp % 2) .. + 3; tiles above the diagonal skipped.
+  float* aqk = rec + lay.aqk();
+  {
+    const int mt = warp >> 1, nb = (warp & 1) * 4;
+    Acc kk[4], qk[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      acc_zero(kk[j]);
+      acc_zero(qk[j]);
+    }
+    for (int k0 = 0; k0 < dk; k0 += 8) {
+      const FragA ak = load_a([&](int r, int c) { return Ks[(16 * mt + r) * lq + k0 + c]; });
+      const FragA aq = load_a([&](int r, int c) { return QV[(16 * mt + r) * lq + k0 + c]; });
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int n0 = 8 * (nb + j);
+        if (n0 <= 16 * mt + 15) {
+          const FragB bk = load_b([&](int kx, int nx) { return Ks[(n0 + nx) * lq + k0 + kx]; });
+          mma3(kk[j], ak, bk);
+          mma3(qk[j], aq, bk);
+        }
+      }
     }
 #pragma unroll
-    for (int a = 0; a < 2; ++a) {
+    for (int j = 0; j < 4; ++j) {
 #pragma unroll
-      for (int bb = 0; bb < 2; ++bb) {
-        const int i = a ? i1 : i0, j = bb ? j1 : j0;
-        const float decay = j <= i ? expf(gam[i] - gam[j]) : 0.0f;
-        Akk[i * 65 + j] = j < i ? beta[i] * kk[a][bb] * decay : 0.0f;
-        aqkT[j * kC + i] = j <= i ? qk[a][bb] * decay : 0.0f;
+      for (int e = 0; e < 4; e += 2) {
+        const int i = 16 * mt + acc_row(e), j0 = 8 * (nb + j) + acc_col(e);
+        float akk[2], aq[2];
+#pragma unroll
+        for (int x = 0; x < 2; ++x) {
+          const int jj = j0 + x;
+          const float decay = jj <= i ? expf(gam[i] - gam[jj]) : 0.0f;
+          akk[x] = jj < i ? beta[i] * (kk[j].m[e + x] + kk[j].c[e + x]) * decay : 0.0f;
+          aq[x] = jj <= i ? (qk[j].m[e + x] + qk[j].c[e + x]) * decay : 0.0f;
+        }
+        *reinterpret_cast<float2*>(Akk + i * kLa + j0) = make_float2(akk[0], akk[1]);
+        *reinterpret_cast<float2*>(aqk + i * kC + j0) = make_float2(aq[0], aq[1]);
       }
     }
   }
-  __syncthreads();
-  // Forward substitution, one column per thread: X[i] -= sum_{j<i} Akk[i][j] X[j].
-  // Four partial sums per row for instruction-level parallelism.
-  for (int col = tid; col < xcols; col += kPrepThreads) {
-    for (int i = 1; i < kC; ++i) {
-      float p0 = 0.0f, p1 = 0.0f, p2 = 0.0f, p3 = 0.0f;
-      int j = 0;
-      for (; j + 4 <= i; j += 4) {
-        p0 += Akk[i * 65 + j] * X[j * xs + col];
-        p1 += Akk[i * 65 + j + 1] * X[(j + 1) * xs + col];
-        p2 += Akk[i * 65 + j + 2] * X[(j + 2) * xs + col];
-        p3 += Akk[i * 65 + j + 3] * X[(j + 3) * xs + col];
-      }
-      for (; j < i; ++j) p0 += Akk[i * 65 + j] * X[j * xs + col];
-      X[i * xs + col] -= (p0 + p1) + (p2 + p3);
+  __syncthreads();  // Akk ready; the products' reads of Qs are done
+  // Qg, Kp to the record; the 16x16 diagonal blocks of L^-1 by forward substitution, one column per thread.
+  for (int e = tid; e < kC * dk; e += kThreads) {
+    const int i = e / dk, d = e % dk;
+    rec[lay.qg() + e] = QV[i * lq + d] * eg[i];
+    rec[lay.kp() + e] = Ks[i * lq + d] * ekp[i];
+  }
+  if (tid == 0) rec[lay.gc()] = expf(gam[kC - 1]);
+  if (tid < kC) {
+    const int base = 16 * (tid >> 4), c = tid & 15;
+    float* Tb = Tm + base * kLa + base;
+    const float* Ab = Akk + base * kLa + base;
+    Tb[c * kLa + c] = 1.0f;
+    for (int r = c + 1; r < 16; ++r) {
+      float s = 0.0f;
+      for (int k = c; k < r; ++k) s += Ab[r * kLa + k] * Tb[k * kLa + c];
+      Tb[r * kLa + c] = -s;
     }
   }
-  __syncthreads();
-  const float gC = gam[kC - 1];
-  for (int e = tid; e < kC * dv; e += kPrepThreads) rec[lay.u() + e] = X[(e / dv) * xs + e % dv];
-  for (int e = tid; e < dk * kC; e += kPrepThreads) {
-    const int r = e / kC, i = e % kC;
-    rec[lay.wt() + e] = X[i * xs + dv + r];
-    rec[lay.qt() + e] = Qs[i * ks + r] * expf(gam[i]);
+  __syncthreads();  // Qs free; diagonal blocks ready
+  for (int e = tid; e < kC * dv; e += kThreads) {
+    const int i = e / dv, c = e % dv;
+    QV[i * lv + c] = i < n ? beta[i] * conv_out[static_cast<size_t>(c0 + i) * channels + 2 * key_total + h * dv + c] : 0.0f;
   }
-  for (int e = tid; e < kC * dk; e += kPrepThreads) {
-    const int i = e / dk, r = e % dk;
-    rec[lay.kp() + e] = Ks[i * ks + r] * expf(gC - gam[i]);
+  // Block rows 1..3 of L^-1: T[r, :w] = -D_r (A[r, :w] T[:w, :w]) with w = 16 r (L T = I by block rows).
+  for (int br = 1; br < 4; ++br) {
+    const int wd = 16 * br;
+    for (int e = tid; e < 16 * wd; e += kThreads) {
+      const int r = e / wd, c = e % wd;
+      float s = 0.0f;
+      for (int k = c; k < wd; ++k) s += Akk[(wd + r) * kLa + k] * Tm[k * kLa + c];
+      R[r * 48 + c] = s;
+    }
+    __syncthreads();
+    for (int e = tid; e < 16 * wd; e += kThreads) {
+      const int r = e / wd, c = e % wd;
+      float s = 0.0f;
+      for (int m = 0; m <= r; ++m) s += Tm[(wd + r) * kLa + wd + m] * R[m * 48 + c];
+      Tm[(wd + r) * kLa + c] = -s;
+    }
+    __syncthreads();
   }
-  if (tid == 0) rec[lay.gc()] = expf(gC);
+  // [W | U] = L^-1 [beta e^gamma K | beta V]: warp -> 16-column pairs of n-tiles, all four m-tiles (the
+  // k-steps above the diagonal of L^-1 skipped).
+  const int pairs = (dk + dv) / 16;
+  for (int p = warp; p < pairs; p += kThreads / kWarp) {
+    const int col = 16 * p;
+    const bool is_w = col < dk;
+    Acc acc[4][2];
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt) {
+      acc_zero(acc[mt][0]);
+      acc_zero(acc[mt][1]);
+    }
+#pragma unroll 1
+    for (int k0 = 0; k0 < kC; k0 += 8) {
+      FragB bf[2];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int n0 = col + 8 * j;
+        bf[j] = is_w ? load_b([&](int kx, int nx) { return bek[k0 + kx] * Ks[(k0 + kx) * lq + n0 + nx]; })
+                     : load_b([&](int kx, int nx) { return QV[(k0 + kx) * lv + n0 - dk + nx]; });
+      }
+#pragma unroll
+      for (int mt = 0; mt < 4; ++mt) {
+        if (16 * mt + 15 >= k0) {
+          const FragA af = load_a([&](int r, int c) { return Tm[(16 * mt + r) * kLa + k0 + c]; });
+          mma3(acc[mt][0], af, bf[0]);
+          mma3(acc[mt][1], af, bf[1]);
+        }
+      }
+    }
+    float* dst = is_w ? rec + lay.w() : rec + lay.u();
+    const int ld = is_w ? dk : dv, c_off = is_w ? col : col - dk;
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+          const int i = 16 * mt + acc_row(e), c = c_off + 8 * j + acc_col(e);
+          *reinterpret_cast<float2*>(dst + static_cast<size_t>(i) * ld + c) =
+              make_float2(acc[mt][j].m[e] + acc[mt][j].c[e], acc[mt][j].m[e + 1] + acc[mt][j].c[e + 1]);
+        }
+      }
+    }
+  }
 }
 
-size_t prep_smem_bytes(int dk, int dv) {
-  return (2 * static_cast<size_t>(kC) * (dk + 1) + static_cast<size_t>(kC) * (dv + dk + 1) + kC * 65 + 2 * kC) * sizeof(float);
-}
+// ---- sequential pass over chunks, per (head, NC-column slice of the state) ---------------------------------
+//
+// NC / 4 warps. The state slice [dk][NC] lives in registers (fp32, the accumulators of S <- gC S + Kp^T V'),
+// mirrored in shared memory as the B operand of V' = U - W S. Per chunk: wait W, U; V'; prefetch the next W, U
+// (overlapping the state update); wait Kp; S update; prefetch the next Kp (overlapping the next V').
+// Warp w: V' rows 16 (w % 4) .., state rows 16 (w % 4 + 4 q) .., columns 16 (w / 4) .. + 15 of the slice.
 
-// ---- sequential pass over chunks, per (head, column slice of the state) --------------------------------
-
-template <int CB>
+template <int NC>
 struct ScanSmem {
   static size_t floats(int dk) {
-    return 3 * static_cast<size_t>(dk) * kC + kC * CB + kC * kC + static_cast<size_t>(dk) * CB + kC * CB;
+    return static_cast<size_t>(kC) * (dk + 4) + static_cast<size_t>(kC) * (dk + 8) + kC * NC +
+           static_cast<size_t>(dk) * (NC + 8) + kC * (NC + 8);
   }
 };
 
-template <int CB>
-__global__ void __launch_bounds__(16 * CB / 2)
-    chunk_scan_kernel(GatedDeltaNetShape shape, const float* __restrict__ ws, int tokens, int chunks,
-                      float* __restrict__ recurrent, float* __restrict__ out) {
-  constexpr int kThreads = 16 * CB / 2;
-  constexpr int kHalf = CB / 2;
+template <int NC>
+__global__ void __launch_bounds__(NC * 8, 256 / (NC * 8) * 2)
+    chunk_scan_kernel(GatedDeltaNetShape shape, float* __restrict__ ws, int chunks, float* __restrict__ recurrent) {
+  constexpr int kScanThreads = NC * 8;
+  constexpr int ls = NC + 8;
   extern __shared__ __align__(16) float sm[];
   const int dk = shape.key_dim, dv = shape.value_dim, hv = shape.value_heads;
-  float* WT = sm;                // [dk][64]
-  float* QT = WT + dk * kC;      // [dk][64]
-  float* Kp = QT + dk * kC;      // [64][dk]
-  float* Ub = Kp + kC * dk;      // [64][CB]
-  float* AqkT = Ub + kC * CB;    // [64][64]
-  float* S = AqkT + kC * kC;     // [dk][CB]
-  float* Vn = S + dk * CB;       // [64][CB]
-  const int h = blockIdx.x, col0 = blockIdx.y * CB;
-  const int tid = threadIdx.x, tr = tid / kHalf, tc = tid % kHalf;
+  const int lw = dk + 4, lk = dk + 8;
+  float* Ws = sm;                // [64][lw]
+  float* Kps = Ws + kC * lw;     // [64][lk]
+  float* Us = Kps + kC * lk;     // [64][NC]
+  float* Ss = Us + kC * NC;      // [dk][ls]
+  float* Vs = Ss + dk * ls;      // [64][ls]
+  const int h = blockIdx.x, col0 = blockIdx.y * NC;
+  const int tid = threadIdx.x, warp = tid / kWarp;
+  const int mv = warp & 3, nc0 = 16 * (warp >> 2);
   const ChunkLayout lay{dk, dv};
+  float* recs = ws + static_cast<size_t>(h) * chunks * lay.stride();
+  float* states = ws + static_cast<size_t>(hv) * chunks * lay.stride() + static_cast<size_t>(h) * chunks * lay.state();
   float* Sg = recurrent + static_cast<size_t>(h) * dk * dv;
-  for (int e = tid; e < dk * CB; e += kThreads) S[e] = Sg[static_cast<size_t>(e / CB) * dv + col0 + e % CB];
+
+  float s[2][2][4];
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const int r0 = 16 * (mv + 4 * q);
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = r0 + acc_row(e), c = nc0 + 8 * j + acc_col(e);
+        s[q][j][e] = r0 < dk ? Sg[static_cast<size_t>(r) * dv + col0 + c] : 0.0f;
+        if (r0 < dk) Ss[r * ls + c] = s[q][j][e];
+      }
+    }
+  }
+  auto store_state = [&](float* dst) {
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int r0 = 16 * (mv + 4 * q);
+      if (r0 >= dk) continue;
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+          const int r = r0 + acc_row(e), c = nc0 + 8 * j + acc_col(e);
+          *reinterpret_cast<float2*>(dst + static_cast<size_t>(r) * dv + col0 + c) = make_float2(s[q][j][e], s[q][j][e + 1]);
+        }
+      }
+    }
+  };
+  auto issue_wu = [&](int chunk) {
+    const float* rec = recs + static_cast<size_t>(chunk) * lay.stride();
+    const int q4 = dk / 4;
+    for (int e = tid; e < kC * q4; e += kScanThreads) {
+      const int i = e / q4, c = (e % q4) * 4;
+      cp_async16(Ws + i * lw + c, rec + lay.w() + static_cast<size_t>(i) * dk + c, true);
+    }
+    for (int e = tid; e < kC * NC / 4; e += kScanThreads) {
+      const int i = e / (NC / 4), c = (e % (NC / 4)) * 4;
+      cp_async16(Us + i * NC + c, rec + lay.u() + static_cast<size_t>(i) * dv + col0 + c, true);
+    }
+  };
+  auto issue_kp = [&](int chunk) {
+    const float* rec = recs + static_cast<size_t>(chunk) * lay.stride();
+    const int q4 = dk / 4;
+    for (int e = tid; e < kC * q4; e += kScanThreads) {
+      const int i = e / q4, c = (e % q4) * 4;
+      cp_async16(Kps + i * lk + c, rec + lay.kp() + static_cast<size_t>(i) * dk + c, true);
+    }
+  };
+  issue_wu(0);
+  cp_async_commit();
+  issue_kp(0);
+  cp_async_commit();
 
   for (int chunk = 0; chunk < chunks; ++chunk) {
-    const float* rec = ws + (static_cast<size_t>(h) * chunks + chunk) * lay.stride();
-    // WT, QT, Kp are contiguous in the record; U is a column slice; AqkT contiguous.
-    for (int e = tid; e < 3 * dk * kC / 4; e += kThreads) cp_async16(WT + 4 * e, rec + 4 * e, true);
-    for (int e = tid; e < kC * CB / 4; e += kThreads) {
-      const int i = e / (CB / 4), c4 = (e % (CB / 4)) * 4;
-      cp_async16(Ub + i * CB + c4, rec + lay.u() + static_cast<size_t>(i) * dv + col0 + c4, true);
-    }
-    for (int e = tid; e < kC * kC / 4; e += kThreads) cp_async16(AqkT + 4 * e, rec + lay.aqk() + 4 * e, true);
-    cp_async_commit();
+    float* rec = recs + static_cast<size_t>(chunk) * lay.stride();
     const float gC = rec[lay.gc()];
-    cp_async_wait<0>();
+    store_state(states + static_cast<size_t>(chunk) * lay.state());  // the state this chunk starts from
+    cp_async_wait<1>();  // W, U of this chunk (the newest group, Kp, may still fly)
     __syncthreads();
-
-    // V' = U - W S: rows tr + 16m, columns 2tc, 2tc+1 (r outer: eight independent accumulators).
-    constexpr int kM = kC / 16;
-    float acc[kM][2];
+    // V' = U - W S (A = -W), to shared memory and over U in the record.
+    {
+      Acc v[2];
 #pragma unroll
-    for (int m = 0; m < kM; ++m) {
-      acc[m][0] = Ub[(tr + 16 * m) * CB + 2 * tc];
-      acc[m][1] = Ub[(tr + 16 * m) * CB + 2 * tc + 1];
-    }
-    for (int r = 0; r < dk; ++r) {
-      const float2 sv = *reinterpret_cast<const float2*>(S + r * CB + 2 * tc);
+      for (int j = 0; j < 2; ++j) {
 #pragma unroll
-      for (int m = 0; m < kM; ++m) {
-        const float wv = WT[r * kC + tr + 16 * m];
-        acc[m][0] -= wv * sv.x;
-        acc[m][1] -= wv * sv.y;
+        for (int e = 0; e < 4; ++e) {
+          v[j].m[e] = Us[(16 * mv + acc_row(e)) * NC + nc0 + 8 * j + acc_col(e)];
+          v[j].c[e] = 0.0f;
+        }
+      }
+      for (int k0 = 0; k0 < dk; k0 += 8) {
+        const FragA af = load_a([&](int r, int c) { return -Ws[(16 * mv + r) * lw + k0 + c]; });
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const FragB bf = load_b([&](int kx, int nx) { return Ss[(k0 + kx) * ls + nc0 + 8 * j + nx]; });
+          mma3(v[j], af, bf);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; e += 2) {
+          const int r = 16 * mv + acc_row(e), c = nc0 + 8 * j + acc_col(e);
+          const float2 val = make_float2(v[j].m[e] + v[j].c[e], v[j].m[e + 1] + v[j].c[e + 1]);
+          *reinterpret_cast<float2*>(Vs + r * ls + c) = val;
+          *reinterpret_cast<float2*>(rec + lay.u() + static_cast<size_t>(r) * dv + col0 + c) = val;
+        }
       }
     }
-#pragma unroll
-    for (int m = 0; m < kM; ++m) *reinterpret_cast<float2*>(Vn + (tr + 16 * m) * CB + 2 * tc) = make_float2(acc[m][0], acc[m][1]);
+    __syncthreads();  // V' ready; W, U buffers free
+    if (chunk + 1 < chunks) issue_wu(chunk + 1);
+    cp_async_commit();
+    cp_async_wait<1>();  // Kp of this chunk
     __syncthreads();
-    // O = (Q e^gamma) S + AqkT^T V' (AqkT is zero above the diagonal).
+    // S <- gC S + Kp^T V' (A = Kp^T, read column-major from Kp).
+    {
+      Acc acc[2][2];
 #pragma unroll
-    for (int m = 0; m < kM; ++m) acc[m][0] = acc[m][1] = 0.0f;
-    for (int r = 0; r < dk; ++r) {
-      const float2 sv = *reinterpret_cast<const float2*>(S + r * CB + 2 * tc);
+      for (int q = 0; q < 2; ++q) {
 #pragma unroll
-      for (int m = 0; m < kM; ++m) {
-        const float qv = QT[r * kC + tr + 16 * m];
-        acc[m][0] += qv * sv.x;
-        acc[m][1] += qv * sv.y;
+        for (int j = 0; j < 2; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            acc[q][j].m[e] = gC * s[q][j][e];
+            acc[q][j].c[e] = 0.0f;
+          }
+        }
+      }
+#pragma unroll 2
+      for (int k0 = 0; k0 < kC; k0 += 8) {
+        FragB bf[2];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) bf[j] = load_b([&](int kx, int nx) { return Vs[(k0 + kx) * ls + nc0 + 8 * j + nx]; });
+#pragma unroll
+        for (int q = 0; q < 2; ++q) {
+          const int r0 = 16 * (mv + 4 * q);
+          if (r0 < dk) {
+            const FragA af = load_a([&](int r, int kx) { return Kps[(k0 + kx) * lk + r0 + r]; });
+            mma3(acc[q][0], af, bf[0]);
+            mma3(acc[q][1], af, bf[1]);
+          }
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        const int r0 = 16 * (mv + 4 * q);
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            s[q][j][e] = acc[q][j].m[e] + acc[q][j].c[e];
+            if (r0 < dk) Ss[(r0 + acc_row(e)) * ls + nc0 + 8 * j + acc_col(e)] = s[q][j][e];
+          }
+        }
       }
     }
-    for (int j = 0; j < kC; ++j) {
-      const float2 v = *reinterpret_cast<const float2*>(Vn + j * CB + 2 * tc);
-#pragma unroll
-      for (int m = 0; m < kM; ++m) {
-        const float av = AqkT[j * kC + tr + 16 * m];
-        acc[m][0] += av * v.x;
-        acc[m][1] += av * v.y;
-      }
-    }
-#pragma unroll
-    for (int m = 0; m < kM; ++m) {
-      const int t = chunk * kC + tr + 16 * m;
-      if (t < tokens) {
-        *reinterpret_cast<float2*>(out + (static_cast<size_t>(t) * hv + h) * dv + col0 + 2 * tc) = make_float2(acc[m][0], acc[m][1]);
-      }
-    }
-    // S <- e^gamma_C S + Kp^T V' (new values in registers until everyone has read the old S).
-    float s_new[kMaxDim / 16][2];
-#pragma unroll
-    for (int m = 0; m < kMaxDim / 16; ++m) {
-      const int r = min(tr + 16 * m, dk - 1);  // rows >= dk are computed on a duplicate and never stored
-      s_new[m][0] = gC * S[r * CB + 2 * tc];
-      s_new[m][1] = gC * S[r * CB + 2 * tc + 1];
-    }
-    for (int i = 0; i < kC; ++i) {
-      const float2 v = *reinterpret_cast<const float2*>(Vn + i * CB + 2 * tc);
-#pragma unroll
-      for (int m = 0; m < kMaxDim / 16; ++m) {
-        const float kv = Kp[i * dk + min(tr + 16 * m, dk - 1)];
-        s_new[m][0] += kv * v.x;
-        s_new[m][1] += kv * v.y;
-      }
-    }
-    __syncthreads();
-#pragma unroll
-    for (int m = 0; m < kMaxDim / 16; ++m) {
-      const int r = tr + 16 * m;
-      if (r < dk) *reinterpret_cast<float2*>(S + r * CB + 2 * tc) = make_float2(s_new[m][0], s_new[m][1]);
-    }
-    // The next chunk's copies overwrite WT..AqkT, read only before the barrier above; S is next read after
-    // the next chunk's barrier.
+    __syncthreads();  // Kp buffer free; Ss updated
+    if (chunk + 1 < chunks) issue_kp(chunk + 1);
+    cp_async_commit();
   }
-  __syncthreads();
-  for (int e = tid; e < dk * CB; e += kThreads) Sg[static_cast<size_t>(e / CB) * dv + col0 + e % CB] = S[e];
+  cp_async_wait<0>();
+  store_state(Sg);
 }
 
-// Gated RMSNorm per (token, head), one warp each; in place allowed.
-__global__ void gated_norm_kernel(GatedDeltaNetShape shape, const uint16_t* norm_w, const float* o, const float* z,
-                                  int items, float* out) {
-  const int item = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  if (item >= items) return;
-  const int dv = shape.value_dim;
-  const float* orow = o + static_cast<size_t>(item) * dv;
-  float vals[kMaxDim / kWarp];
-  float ss = 0.0f;
-#pragma unroll
-  for (int m = 0; m < kMaxDim / kWarp; ++m) {
-    const int j = lane + m * kWarp;
-    vals[m] = j < dv ? orow[j] : 0.0f;
-    ss += vals[m] * vals[m];
+// ---- outputs, one block per (chunk, head): O = Qg S_chunk + Aqk V', then the gated RMSNorm ------------------
+
+size_t out_smem_floats(int dk, int dv) {
+  return static_cast<size_t>(kC) * std::max(dk + 4, kLa) + static_cast<size_t>(std::max(dk, kC)) * (dv + 8);
+}
+
+__global__ void __launch_bounds__(kThreads, 2)
+    chunk_out_kernel(GatedDeltaNetShape shape, const uint16_t* __restrict__ norm_w, const float* __restrict__ z,
+                     const float* __restrict__ ws, int tokens, int chunks, float* __restrict__ out) {
+  extern __shared__ __align__(16) float sm[];
+  const int dk = shape.key_dim, dv = shape.value_dim, hv = shape.value_heads;
+  const int lb = dv + 8;
+  float* As = sm;                                // Qg [64][dk+4], then Aqk [64][kLa]
+  float* Bs = As + kC * max(dk + 4, kLa);        // S [dk][lb], then V' [64][lb], then O [64][dv+4]
+  const int chunk = blockIdx.x, h = blockIdx.y;
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
+  const ChunkLayout lay{dk, dv};
+  const float* rec = ws + (static_cast<size_t>(h) * chunks + chunk) * lay.stride();
+  const float* state =
+      ws + static_cast<size_t>(hv) * chunks * lay.stride() + (static_cast<size_t>(h) * chunks + chunk) * lay.state();
+  const int mt = warp & 3, nb = warp >> 2, ntiles = dv / 8;  // warp: m-tile mt, n-tiles nb, nb + 2, ...
+
+  // Phase 1: Qg S.
+  {
+    const int la = dk + 4, q4 = dk / 4, v4 = dv / 4;
+    for (int e = tid; e < kC * q4; e += kThreads) {
+      const int i = e / q4, c = (e % q4) * 4;
+      cp_async16(As + i * la + c, rec + lay.qg() + static_cast<size_t>(i) * dk + c, true);
+    }
+    for (int e = tid; e < dk * v4; e += kThreads) {
+      const int r = e / v4, c = (e % v4) * 4;
+      cp_async16(Bs + r * lb + c, state + static_cast<size_t>(r) * dv + c, true);
+    }
+    cp_async_commit();
   }
-  const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(dv) + shape.eps);
+  Acc acc[kMaxDim / 16];
 #pragma unroll
-  for (int m = 0; m < kMaxDim / kWarp; ++m) {
-    const int j = lane + m * kWarp;
-    if (j < dv) {
-      const float gate = z[static_cast<size_t>(item) * dv + j];
-      const float act = shape.sigmoid_gate ? sigmoidf(gate) : gate * sigmoidf(gate);
-      out[static_cast<size_t>(item) * dv + j] = bf16_bits_to_float(norm_w[j]) * (vals[m] * inv) * act;
+  for (int j = 0; j < kMaxDim / 16; ++j) acc_zero(acc[j]);
+  cp_async_wait<0>();
+  __syncthreads();
+  {
+    const int la = dk + 4;
+    for (int k0 = 0; k0 < dk; k0 += 8) {
+      const FragA af = load_a([&](int r, int c) { return As[(16 * mt + r) * la + k0 + c]; });
+#pragma unroll
+      for (int j = 0; j < kMaxDim / 16; ++j) {
+        const int n0 = 8 * (nb + 2 * j);
+        if (nb + 2 * j < ntiles) {
+          const FragB bf = load_b([&](int kx, int nx) { return Bs[(k0 + kx) * lb + n0 + nx]; });
+          mma3(acc[j], af, bf);
+        }
+      }
+    }
+  }
+  __syncthreads();
+  // Phase 2: + Aqk V' (Aqk is zero above the diagonal: k-steps past the m-tile skipped).
+  {
+    const int v4 = dv / 4;
+    for (int e = tid; e < kC * kC / 4; e += kThreads) {
+      const int i = e / (kC / 4), c = (e % (kC / 4)) * 4;
+      cp_async16(As + i * kLa + c, rec + lay.aqk() + i * kC + c, true);
+    }
+    for (int e = tid; e < kC * v4; e += kThreads) {
+      const int r = e / v4, c = (e % v4) * 4;
+      cp_async16(Bs + r * lb + c, rec + lay.u() + static_cast<size_t>(r) * dv + c, true);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    for (int k0 = 0; k0 < 16 * mt + 16; k0 += 8) {
+      const FragA af = load_a([&](int r, int c) { return As[(16 * mt + r) * kLa + k0 + c]; });
+#pragma unroll
+      for (int j = 0; j < kMaxDim / 16; ++j) {
+        const int n0 = 8 * (nb + 2 * j);
+        if (nb + 2 * j < ntiles) {
+          const FragB bf = load_b([&](int kx, int nx) { return Bs[(k0 + kx) * lb + n0 + nx]; });
+          mma3(acc[j], af, bf);
+        }
+      }
+    }
+  }
+  __syncthreads();
+  const int lo = dv + 4;
+  float* Os = Bs;  // [64][lo]
+#pragma unroll
+  for (int j = 0; j < kMaxDim / 16; ++j) {
+    const int n0 = 8 * (nb + 2 * j);
+    if (nb + 2 * j < ntiles) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) Os[(16 * mt + acc_row(e)) * lo + n0 + acc_col(e)] = acc[j].m[e] + acc[j].c[e];
+    }
+  }
+  __syncthreads();
+  // Gated RMSNorm per token row, one warp per row (as the decode step's).
+  for (int i = warp; i < kC; i += kThreads / kWarp) {
+    const int t = chunk * kC + i;
+    if (t >= tokens) break;
+    const size_t item = static_cast<size_t>(t) * hv + h;
+    float vals[kMaxDim / kWarp];
+    float ss = 0.0f;
+#pragma unroll
+    for (int m = 0; m < kMaxDim / kWarp; ++m) {
+      const int j = lane + m * kWarp;
+      vals[m] = j < dv ? Os[i * lo + j] : 0.0f;
+      ss += vals[m] * vals[m];
+    }
+    const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(dv) + shape.eps);
+#pragma unroll
+    for (int m = 0; m < kMaxDim / kWarp; ++m) {
+      const int j = lane + m * kWarp;
+      if (j < dv) {
+        const float gate = z[item * dv + j];
+        const float act = shape.sigmoid_gate ? sigmoidf(gate) : gate * sigmoidf(gate);
+        out[item * dv + j] = bf16_bits_to_float(norm_w[j]) * (vals[m] * inv) * act;
+      }
     }
   }
 }
@@ -386,7 +697,8 @@ void launch_gdn_conv_prefill(const GatedDeltaNetShape& shape, const GatedDeltaNe
 
 size_t gdn_prefill_workspace_bytes(const GatedDeltaNetShape& shape, int32_t tokens) {
   const size_t chunks = (static_cast<size_t>(tokens) + kC - 1) / kC;
-  return chunks * shape.value_heads * ChunkLayout{shape.key_dim, shape.value_dim}.stride() * sizeof(float);
+  const ChunkLayout lay{shape.key_dim, shape.value_dim};
+  return chunks * shape.value_heads * (lay.stride() + lay.state()) * sizeof(float);
 }
 
 void launch_gdn_chunked_prefill(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,
@@ -406,37 +718,28 @@ void launch_gdn_chunked_prefill(const GatedDeltaNetShape& shape, const GatedDelt
   const int chunks = (tokens + kC - 1) / kC;
   float* ws = static_cast<float*>(workspace);
 
-  const size_t prep_bytes = prep_smem_bytes(dk, dv);
-  static const bool prep_ready = [] {
-    set_smem(chunk_prep_kernel, prep_smem_bytes(kMaxDim, kMaxDim));
+  static const bool ready = [] {
+    set_smem(chunk_prep_kernel, prep_smem_floats(kMaxDim, kMaxDim) * sizeof(float));
+    set_smem(chunk_scan_kernel<32>, ScanSmem<32>::floats(kMaxDim) * sizeof(float));
+    set_smem(chunk_scan_kernel<16>, ScanSmem<16>::floats(kMaxDim) * sizeof(float));
+    set_smem(chunk_out_kernel, out_smem_floats(kMaxDim, kMaxDim) * sizeof(float));
     return true;
   }();
-  (void)prep_ready;
-  chunk_prep_kernel<<<dim3(chunks, shape.value_heads), kPrepThreads, prep_bytes, stream>>>(shape, w, conv_out, b, a,
-                                                                                            tokens, chunks, ws);
-  IMP_CUDA_CHECK_LAUNCH();
+  (void)ready;
 
+  chunk_prep_kernel<<<dim3(chunks, shape.value_heads), kThreads, prep_smem_floats(dk, dv) * sizeof(float), stream>>>(
+      shape, w, conv_out, b, a, tokens, chunks, ws);
+  IMP_CUDA_CHECK_LAUNCH();
   if (dv % 32 == 0) {
-    static const bool ready = [] {
-      set_smem(chunk_scan_kernel<32>, ScanSmem<32>::floats(kMaxDim) * sizeof(float));
-      return true;
-    }();
-    (void)ready;
-    chunk_scan_kernel<32><<<dim3(shape.value_heads, dv / 32), 16 * 16, ScanSmem<32>::floats(dk) * sizeof(float), stream>>>(
-        shape, ws, tokens, chunks, recurrent, out);
+    chunk_scan_kernel<32><<<dim3(shape.value_heads, dv / 32), 32 * 8, ScanSmem<32>::floats(dk) * sizeof(float), stream>>>(
+        shape, ws, chunks, recurrent);
   } else {
-    static const bool ready = [] {
-      set_smem(chunk_scan_kernel<16>, ScanSmem<16>::floats(kMaxDim) * sizeof(float));
-      return true;
-    }();
-    (void)ready;
     chunk_scan_kernel<16><<<dim3(shape.value_heads, dv / 16), 16 * 8, ScanSmem<16>::floats(dk) * sizeof(float), stream>>>(
-        shape, ws, tokens, chunks, recurrent, out);
+        shape, ws, chunks, recurrent);
   }
   IMP_CUDA_CHECK_LAUNCH();
-
-  const int items = tokens * shape.value_heads;
-  gated_norm_kernel<<<(items + 7) / 8, 256, 0, stream>>>(shape, w.norm, out, z, items, out);
+  chunk_out_kernel<<<dim3(chunks, shape.value_heads), kThreads, out_smem_floats(dk, dv) * sizeof(float), stream>>>(
+      shape, w.norm, z, ws, tokens, chunks, out);
   IMP_CUDA_CHECK_LAUNCH();
 }
 

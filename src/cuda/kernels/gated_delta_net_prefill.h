@@ -13,11 +13,13 @@
 //   then out = gated_norm(O, z). recurrent [value_heads, key_dim, value_dim] fp32 is read and updated in place;
 //   conv_out [tokens, channels], z [tokens, value_heads * value_dim], b, a [tokens, value_heads];
 //   out [tokens, value_heads * value_dim]. key_dim and value_dim multiples of 16, at most 128.
-//   workspace: gdn_prefill_workspace_bytes(shape, tokens) bytes (~ tokens * value_heads * 576 * 4 bytes at
-//   dims 128: 453 MB at 4096 tokens, 48 heads), 16-byte aligned. No allocation, no host synchronisation.
-//   Kernels: per (chunk, head) the state-independent parts (U, W, Q e^gamma, K e^(gamma_C - gamma),
-//   (Q K^T) * Gamma) in parallel; then per (head, 16- or 32-column slice of the state) the sequential pass over
-//   chunks; then the gated norm.
+//   workspace: gdn_prefill_workspace_bytes(shape, tokens) bytes (~ tokens * value_heads * (4 * 128 + 64 + 2 * 128)
+//   * 4 bytes at dims 128: 654 MB at 4096 tokens, 48 heads), 16-byte aligned. No allocation, no host synchronisation.
+//   Kernels: per (chunk, head) the state-independent parts (L^-1 by blocked forward substitution, U, W,
+//   Q e^gamma, K e^(gamma_C - gamma), (Q K^T) * Gamma) in parallel; then per (head, 16- or 32-column slice of
+//   the state) the sequential pass over chunks (V' = U - W S and the state update only, saving the state each
+//   chunk starts from); then per (chunk, head) O from the saved states and V', and the gated norm. The matrix
+//   products run on tensor cores as 3xTF32 (split operands, ~2^-21 per product, fp32 accumulation): fp32-grade.
 #pragma once
 
 #include <cuda_runtime.h>

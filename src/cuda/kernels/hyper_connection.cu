@@ -1,6 +1,9 @@
 #include "cuda/kernels/hyper_connection.h"
 
+#include <algorithm>
+
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 
@@ -10,6 +13,7 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void silu_div_kernel(float* v, int64_t count, float inv_streams) {
+  pdl_begin();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= count) return;
   const float x = v[i] * inv_streams;
@@ -17,6 +21,7 @@ __global__ void silu_div_kernel(float* v, int64_t count, float inv_streams) {
 }
 
 __global__ void hc_mix_kernel(const float* mix, const float* normed, int streams, int d, float* x) {
+  pdl_begin();
   const int row = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= d) return;
   const size_t base = static_cast<size_t>(row) * streams * d + j;
@@ -26,11 +31,13 @@ __global__ void hc_mix_kernel(const float* mix, const float* normed, int streams
 }
 
 __global__ void hc_inject_kernel(float* inject, int count, float inv_streams) {
+  pdl_begin();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < count) inject[i] = 2.0f * sigmoidf(inject[i] * inv_streams);
 }
 
 __global__ void hc_write_kernel(const float* y, const float* inject, int streams, int d, float* rows) {
+  pdl_begin();
   const int row = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= d) return;
   const float value = y[static_cast<size_t>(row) * d + j];
@@ -52,65 +59,127 @@ __device__ __forceinline__ void load8_bf16(const uint16_t* p, float* out) {
   }
 }
 
-// One warp per output row of down_inject: per group g, a = sum w * (1 + nw) * s and b = sum s^2; the row's
-// value is sum_g a_g * rsqrt(b_g / d + eps), i.e. the GEMV of the normalised stream.
+// Decode reads stream ~13 MB of weights per layer in two launches, so both kernels are built for bytes
+// in flight: every warp issues all the 16-byte weight loads of its piece before it uses any of them.
+constexpr int kReadBatch = 8;  // 16-byte loads issued together per lane
+
+// One warp per (row r of down_inject, group g, part p of the group's d inputs): a = sum w * (1 + nw) * s and
+// b = sum s^2 over the part. A block holds all S * P pieces of one row and combines them: the row's value is
+// sum_g a_g * rsqrt(b_g / d + eps), i.e. the GEMV of the normalised stream. Parts spread a row over enough
+// warps to keep every SM busy (324 rows x 4 groups x 2 parts at the released shape).
 __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const uint16_t* w, int rows_out, int rank,
-                                    int streams, int d, float eps, float* low, float* inv_rms) {
-  const int lane = threadIdx.x % kWarp;
-  const int r = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
-  if (r >= rows_out) return;
-  const size_t width = static_cast<size_t>(streams) * d;
-  const uint16_t* row = w + static_cast<size_t>(r) * width;
-  float value = 0.0f;
-  for (int g = 0; g < streams; ++g) {
-    float a = 0.0f, b = 0.0f;
-    for (int c = lane * 8; c < d; c += kWarp * 8) {
-      const size_t at = static_cast<size_t>(g) * d + c;
+                                    int streams, int parts, int d, float eps, float* low, float* inv_rms) {
+  pdl_begin();
+  __shared__ float sa[kMaxStreams * 4], sb[kMaxStreams * 4];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int r = blockIdx.x, g = warp / parts, part = warp % parts;
+  const int chunks = d / 8, per = (chunks + parts - 1) / parts;
+  const int first = part * per, last = min(chunks, first + per);
+  const size_t group_at = static_cast<size_t>(g) * d;
+  const uint16_t* row = w + static_cast<size_t>(r) * streams * d + group_at;
+  float a = 0.0f, b = 0.0f;
+  for (int c0 = first + lane; c0 < last; c0 += kWarp * kReadBatch) {
+    uint4 wv[kReadBatch];
+#pragma unroll
+    for (int i = 0; i < kReadBatch; ++i) {
+      const int c = c0 + i * kWarp;
+      if (c < last) wv[i] = __ldg(reinterpret_cast<const uint4*>(row) + c);
+    }
+#pragma unroll
+    for (int i = 0; i < kReadBatch; ++i) {
+      const int c = c0 + i * kWarp;
+      if (c >= last) break;
       float wf[8], nf[8];
-      load8_bf16(row + at, wf);
-      load8_bf16(nw + at, nf);
-      const float4 s0 = *reinterpret_cast<const float4*>(s + at);
-      const float4 s1 = *reinterpret_cast<const float4*>(s + at + 4);
+      const uint32_t words[4] = {wv[i].x, wv[i].y, wv[i].z, wv[i].w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        wf[2 * k] = bf16_bits_to_float(words[k] & 0xffffu);
+        wf[2 * k + 1] = bf16_bits_to_float(words[k] >> 16);
+      }
+      load8_bf16(nw + group_at + 8 * c, nf);
+      const float4 s0 = *reinterpret_cast<const float4*>(s + group_at + 8 * c);
+      const float4 s1 = *reinterpret_cast<const float4*>(s + group_at + 8 * c + 4);
       const float sv[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        a += wf[i] * (1.0f + nf[i]) * sv[i];
-        b += sv[i] * sv[i];
+      for (int k = 0; k < 8; ++k) {
+        a += wf[k] * (1.0f + nf[k]) * sv[k];
+        b += sv[k] * sv[k];
       }
     }
-    a = warp_sum(a);
-    b = warp_sum(b);
-    const float inv = rsqrtf(b / static_cast<float>(d) + eps);
-    value += a * inv;
-    if (r == 0 && lane == 0) inv_rms[g] = inv;
   }
-  if (lane != 0) return;
+  a = warp_sum(a);
+  b = warp_sum(b);
+  if (lane == 0) {
+    sa[warp] = a;
+    sb[warp] = b;
+  }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  float value = 0.0f;
+  for (int gg = 0; gg < streams; ++gg) {
+    float ga = 0.0f, gb = 0.0f;
+    for (int p = 0; p < parts; ++p) {
+      ga += sa[gg * parts + p];
+      gb += sb[gg * parts + p];
+    }
+    const float inv = rsqrtf(gb / static_cast<float>(d) + eps);
+    value += ga * inv;
+    if (r == 0) inv_rms[gg] = inv;
+  }
   const float v = value / static_cast<float>(streams);
   low[r] = r < rank ? v * sigmoidf(v) : 2.0f * sigmoidf(v);
 }
 
-// One warp per output column j: the S mix values up[s*d + j] . low, then the gated mean over the streams.
+// One warp per output column j: the S dots up[g*d + j] . low[0..rank) (S * rank / 8 loads of 16 bytes spread
+// over the lanes, all issued up front), then x[j] = mean_g sigmoid(dot_g) * normed[g, j].
 __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const float* inv_rms, const uint16_t* up,
                                       const float* low, int rank, int streams, int d, float* x) {
+  pdl_begin();
   const int lane = threadIdx.x % kWarp;
   const int j = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   if (j >= d) return;
-  float sum = 0.0f;
-  for (int g = 0; g < streams; ++g) {
-    const size_t at = static_cast<size_t>(g) * d + j;
-    const uint16_t* row = up + at * rank;
-    float dot = 0.0f;
-    for (int c = lane * 8; c < rank; c += kWarp * 8) {
+  const int per_row = rank / 8, chunks = streams * per_row;
+  float dot[kMaxStreams] = {};
+  for (int q0 = lane; q0 < chunks; q0 += kWarp * kReadBatch) {
+    uint4 wv[kReadBatch];
+#pragma unroll
+    for (int i = 0; i < kReadBatch; ++i) {
+      const int q = q0 + i * kWarp;
+      if (q < chunks) {
+        const int g = q / per_row;
+        wv[i] = __ldg(reinterpret_cast<const uint4*>(up + (static_cast<size_t>(g) * d + j) * rank) + (q - g * per_row));
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kReadBatch; ++i) {
+      const int q = q0 + i * kWarp;
+      if (q >= chunks) break;
+      const int g = q / per_row, c = 8 * (q - g * per_row);
       float wf[8];
-      load8_bf16(row + c, wf);
+      const uint32_t words[4] = {wv[i].x, wv[i].y, wv[i].z, wv[i].w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        wf[2 * k] = bf16_bits_to_float(words[k] & 0xffffu);
+        wf[2 * k + 1] = bf16_bits_to_float(words[k] >> 16);
+      }
       const float4 l0 = *reinterpret_cast<const float4*>(low + c);
       const float4 l1 = *reinterpret_cast<const float4*>(low + c + 4);
-      dot += wf[0] * l0.x + wf[1] * l0.y + wf[2] * l0.z + wf[3] * l0.w + wf[4] * l1.x + wf[5] * l1.y + wf[6] * l1.z +
-             wf[7] * l1.w;
+      const float v = wf[0] * l0.x + wf[1] * l0.y + wf[2] * l0.z + wf[3] * l0.w + wf[4] * l1.x + wf[5] * l1.y +
+                      wf[6] * l1.z + wf[7] * l1.w;
+      // Unrolled over the groups so dot stays in registers.
+#pragma unroll
+      for (int gg = 0; gg < kMaxStreams; ++gg) {
+        if (gg == g) dot[gg] += v;
+      }
     }
-    dot = warp_sum(dot);
-    const float normed = s[at] * inv_rms[g] * (1.0f + bf16_bits_to_float(nw[at]));
-    sum += sigmoidf(dot) * normed;
+  }
+  float sum = 0.0f;
+#pragma unroll
+  for (int g = 0; g < kMaxStreams; ++g) {
+    if (g >= streams) break;
+    const float total = warp_sum(dot[g]);
+    const size_t at = static_cast<size_t>(g) * d + j;
+    sum += sigmoidf(total) * s[at] * inv_rms[g] * (1.0f + bf16_bits_to_float(nw[at]));
   }
   if (lane == 0) x[j] = sum / static_cast<float>(streams);
 }
@@ -120,42 +189,42 @@ __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const 
 void launch_hc_read_down(const float* stream_row, const uint16_t* norm_weight, const uint16_t* down_inject, int32_t rows_out,
                          int32_t rank, int32_t streams, int32_t d, float eps, float* low, float* inv_rms, cudaStream_t stream) {
   if (d % 8 != 0 || streams > kMaxStreams || streams < 1) throw_invalid_launch("hc_read_down: d % 8 != 0 or streams outside [1, 8]");
-  constexpr int kWarps = 8;
-  hc_read_down_kernel<<<(rows_out + kWarps - 1) / kWarps, kWarps * kWarp, 0, stream>>>(
-      stream_row, norm_weight, down_inject, rows_out, rank, streams, d, eps, low, inv_rms);
-  IMP_CUDA_CHECK_LAUNCH();
+  const int parts = std::max(1, 8 / streams);  // 8 warps per row when S divides 8 (S * parts <= 32)
+  launch_kernel(hc_read_down_kernel, rows_out, streams * parts * kWarp, 0, stream, 1,
+                stream_row, norm_weight, down_inject, rows_out, rank,
+                                                                       streams, parts, d, eps, low, inv_rms);
 }
 
 void launch_hc_read_up_mix(const float* stream_row, const uint16_t* norm_weight, const float* inv_rms, const uint16_t* up,
                            const float* low, int32_t rank, int32_t streams, int32_t d, float* x, cudaStream_t stream) {
   if (rank % 8 != 0) throw_invalid_launch("hc_read_up_mix: rank % 8 != 0");
   constexpr int kWarps = 8;
-  hc_read_up_mix_kernel<<<(d + kWarps - 1) / kWarps, kWarps * kWarp, 0, stream>>>(stream_row, norm_weight, inv_rms, up, low,
+  launch_kernel(hc_read_up_mix_kernel, (d + kWarps - 1) / kWarps, kWarps * kWarp, 0, stream, 1,
+                stream_row, norm_weight, inv_rms, up, low,
                                                                                   rank, streams, d, x);
-  IMP_CUDA_CHECK_LAUNCH();
 }
 
 void launch_silu_div(float* v, int64_t count, float streams, cudaStream_t stream) {
-  silu_div_kernel<<<static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads, 0, stream>>>(v, count, 1.0f / streams);
-  IMP_CUDA_CHECK_LAUNCH();
+  launch_kernel(silu_div_kernel, static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads, 0, stream, 1,
+                v, count, 1.0f / streams);
 }
 
 void launch_hc_mix(const float* mix, const float* normed, int32_t rows, int32_t streams, int32_t d, float* x,
                    cudaStream_t stream) {
-  hc_mix_kernel<<<dim3((d + kThreads - 1) / kThreads, rows), kThreads, 0, stream>>>(mix, normed, streams, d, x);
-  IMP_CUDA_CHECK_LAUNCH();
+  launch_kernel(hc_mix_kernel, dim3((d + kThreads - 1) / kThreads, rows), kThreads, 0, stream, 1,
+                mix, normed, streams, d, x);
 }
 
 void launch_hc_inject(float* inject, int32_t rows, int32_t streams, cudaStream_t stream) {
   const int count = rows * streams;
-  hc_inject_kernel<<<(count + kThreads - 1) / kThreads, kThreads, 0, stream>>>(inject, count, 1.0f / static_cast<float>(streams));
-  IMP_CUDA_CHECK_LAUNCH();
+  launch_kernel(hc_inject_kernel, (count + kThreads - 1) / kThreads, kThreads, 0, stream, 1,
+                inject, count, 1.0f / static_cast<float>(streams));
 }
 
 void launch_hc_write(const float* y, const float* inject, int32_t rows, int32_t streams, int32_t d, float* stream_rows,
                      cudaStream_t stream) {
-  hc_write_kernel<<<dim3((d + kThreads - 1) / kThreads, rows), kThreads, 0, stream>>>(y, inject, streams, d, stream_rows);
-  IMP_CUDA_CHECK_LAUNCH();
+  launch_kernel(hc_write_kernel, dim3((d + kThreads - 1) / kThreads, rows), kThreads, 0, stream, 1,
+                y, inject, streams, d, stream_rows);
 }
 
 }  // namespace imp::cuda

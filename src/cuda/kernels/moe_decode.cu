@@ -1,8 +1,11 @@
 #include "cuda/kernels/moe_decode.h"
 
 #include <cfloat>
+#include <climits>
+#include <mutex>
 
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 
@@ -12,74 +15,138 @@
 namespace imp::cuda {
 namespace {
 
-constexpr int kRouterThreads = 256;
-constexpr int kMaxExperts = 4096;
+constexpr unsigned kFull = 0xffffffffu;
 
-// (value, index) max with ties to the lower index.
-__device__ __forceinline__ void better(float& v, int& i, float ov, int oi) {
-  if (ov > v || (ov == v && oi < i)) {
-    v = ov;
-    i = oi;
-  }
+// ---------------------------------------------------------------------------------------------------------
+// Router. One block of kRouterThreads per row. Selection runs on logits (softmax is monotonic) with unique
+// 64-bit keys (orderable logit bits << 32 | ~expert): a larger key is a larger logit, then a lower expert id,
+// so key order is exactly the reference's order (equal logits give equal probabilities; ties to the lower id).
+// 1. Every thread loads its experts (tid + 256 i), builds keys and a local (max, sum of exp) softmax pair.
+// 2. Each warp takes the top k of its experts in k rounds of two 32-bit redux.sync max (high, then low word);
+//    only the winning lane rescans its few keys. The rounds write the warp's candidates in descending order.
+// 3. Every candidate counts the candidates of the other warps above it (its rank; its own list is sorted):
+//    the k of rank < k are the answer, in order. (A global top-k key has all larger keys among the candidates,
+//    so its count is its exact rank; any other candidate has the k winners above it.)
+// 4. Warp 0 combines the softmax pairs and writes ids and weights.
+constexpr int kRouterThreads = 256;
+constexpr int kRouterWarps = kRouterThreads / kWarp;
+constexpr int kMaxExperts = 4096;
+constexpr int kRouterMaxK = 64;
+
+__device__ __forceinline__ uint64_t router_key(float v, int e) {
+  uint32_t u = __float_as_uint(v);
+  if (u == 0x80000000u) u = 0u;  // -0 == +0, as the reference compares probabilities
+  const uint32_t ordered = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return (static_cast<uint64_t>(ordered) << 32) | static_cast<uint32_t>(~static_cast<uint32_t>(e));
 }
 
-__global__ void router_topk_kernel(const float* logits, int experts, int k, bool renormalize, int32_t* top_experts,
-                                   float* top_weights) {
-  __shared__ float probs[kMaxExperts];
-  __shared__ float red_v[kRouterThreads / kWarp];
-  __shared__ float chosen[64];
+__device__ __forceinline__ float key_logit(uint64_t key) {
+  const uint32_t ordered = static_cast<uint32_t>(key >> 32);
+  return __uint_as_float((ordered & 0x80000000u) ? (ordered & 0x7fffffffu) : ~ordered);
+}
+
+__device__ __forceinline__ int key_expert(uint64_t key) { return static_cast<int>(~static_cast<uint32_t>(key)); }
+
+// Combines two partial softmax pairs (max, sum of exp(v - max)); (-inf, 0) is the identity. Symmetric.
+__device__ __forceinline__ void softmax_combine(float& m, float& s, float om, float os) {
+  const float nm = fmaxf(m, om);
+  s = s * (m == nm ? 1.0f : expf(m - nm)) + os * (om == nm ? 1.0f : expf(om - nm));
+  m = nm;
+}
+
+template <int kPer>  // experts per thread: ceil(experts / 256), a power of two
+__global__ void __launch_bounds__(kRouterThreads) router_topk_kernel(const float* logits, int experts, int k,
+                                                                     bool renormalize, int32_t* top_experts,
+                                                                     float* top_weights) {
+  pdl_begin();
+  __shared__ uint64_t cand[kRouterWarps * kRouterMaxK];
+  __shared__ uint64_t chosen[kRouterMaxK];
+  __shared__ float2 stats[kRouterWarps];
   const int row = blockIdx.x, lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const float* in = logits + static_cast<size_t>(row) * experts;
 
-  // Max, then exp and sum (fp32), over every expert.
-  float m = -FLT_MAX;
-  for (int e = threadIdx.x; e < experts; e += blockDim.x) m = fmaxf(m, probs[e] = in[e]);
-  for (int o = kWarp / 2; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  if (lane == 0) red_v[warp] = m;
-  __syncthreads();
-  m = red_v[0];
-  for (int w = 1; w < kRouterThreads / kWarp; ++w) m = fmaxf(m, red_v[w]);
-  __syncthreads();
-  float s = 0.0f;
-  for (int e = threadIdx.x; e < experts; e += blockDim.x) s += probs[e] = __expf(probs[e] - m);
-  s = warp_sum(s);
-  if (lane == 0) red_v[warp] = s;
-  __syncthreads();
-  s = 0.0f;
-  for (int w = 0; w < kRouterThreads / kWarp; ++w) s += red_v[w];
-  const float inv = 1.0f / s;
-  __syncthreads();
-  for (int e = threadIdx.x; e < experts; e += blockDim.x) probs[e] *= inv;
+  float v[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int e = threadIdx.x + i * kRouterThreads;
+    v[i] = e < experts ? in[e] : 0.0f;
+  }
+  uint64_t keys[kPer];
+  uint64_t best = 0;  // 0: no key (every real key has a nonzero low word)
+  float m = -INFINITY, s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int e = threadIdx.x + i * kRouterThreads;
+    keys[i] = e < experts ? router_key(v[i], e) : 0;
+    best = keys[i] > best ? keys[i] : best;
+    if (e < experts) m = fmaxf(m, v[i]);
+  }
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    if (threadIdx.x + i * kRouterThreads < experts) s += expf(v[i] - m);
+  }
+
+  // Warp top-k, descending.
+  for (int j = 0; j < k; ++j) {
+    const uint32_t hi = __reduce_max_sync(kFull, static_cast<uint32_t>(best >> 32));
+    const uint32_t lo = __reduce_max_sync(kFull, static_cast<uint32_t>(best >> 32) == hi ? static_cast<uint32_t>(best) : 0u);
+    const uint64_t win = (static_cast<uint64_t>(hi) << 32) | lo;
+    if (lane == 0) cand[warp * k + j] = win;
+    if (win != 0 && best == win) {  // the winner's lane: the next best of its keys (all distinct)
+      best = 0;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) best = keys[i] < win && keys[i] > best ? keys[i] : best;
+    }
+  }
+  for (int o = kWarp / 2; o > 0; o /= 2) {
+    softmax_combine(m, s, __shfl_xor_sync(kFull, m, o), __shfl_xor_sync(kFull, s, o));
+  }
+  if (lane == 0) stats[warp] = make_float2(m, s);
   __syncthreads();
 
-  // k rounds of an argmax by warp 0 alone (no block barriers): lane l keeps the best of its experts
-  // l, l + 32, ...; a round is a butterfly over the lanes' bests; the winner's lane marks it -1 (never
-  // chosen again: every other probability is >= 0) and rescans its own experts.
-  if (warp != 0) return;
-  float lane_v = -FLT_MAX;
-  int lane_i = INT_MAX;
-  for (int e = lane; e < experts; e += kWarp) better(lane_v, lane_i, probs[e], e);
-  for (int j = 0; j < k; ++j) {
-    float v = lane_v;
-    int idx = lane_i;
-    for (int o = kWarp / 2; o > 0; o /= 2) better(v, idx, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, idx, o));
-    if (lane == 0) {
-      top_experts[row * k + j] = idx;
-      chosen[j] = v;
+  // Ranks of the candidates.
+  for (int t = threadIdx.x; t < kRouterWarps * k; t += kRouterThreads) {
+    const uint64_t key = cand[t];
+    if (key == 0) continue;
+    const int own = t / k;
+    int rank = t - own * k;  // the keys before it in its own (descending) list
+    for (int w = 0; w < kRouterWarps; ++w) {
+      if (w == own) continue;
+      const uint64_t* list = cand + w * k;
+#pragma unroll 5
+      for (int p = 0; p < k; ++p) rank += list[p] > key ? 1 : 0;
     }
-    if (idx < experts && idx % kWarp == lane) {
-      probs[idx] = -1.0f;
-      lane_v = -FLT_MAX;
-      lane_i = INT_MAX;
-      for (int e = lane; e < experts; e += kWarp) better(lane_v, lane_i, probs[e], e);
-    }
+    if (rank < k) chosen[rank] = key;
   }
+  __syncthreads();
+
+  if (warp != 0) return;
+  m = lane < kRouterWarps ? stats[lane].x : -INFINITY;
+  s = lane < kRouterWarps ? stats[lane].y : 0.0f;
+  for (int o = kWarp / 2; o > 0; o /= 2) {
+    softmax_combine(m, s, __shfl_xor_sync(kFull, m, o), __shfl_xor_sync(kFull, s, o));
+  }
+  float p[kRouterMaxK / kWarp];
   float total = 0.0f;
-  if (threadIdx.x == 0) {
-    for (int j = 0; j < k; ++j) total += chosen[j];
-    for (int j = 0; j < k; ++j) top_weights[row * k + j] = renormalize ? chosen[j] / total : chosen[j];
+#pragma unroll
+  for (int h = 0; h < kRouterMaxK / kWarp; ++h) {
+    const int j = lane + h * kWarp;
+    p[h] = j < k ? expf(key_logit(chosen[j]) - m) / s : 0.0f;
+    total += p[h];
+  }
+  total = warp_sum(total);
+#pragma unroll
+  for (int h = 0; h < kRouterMaxK / kWarp; ++h) {
+    const int j = lane + h * kWarp;
+    if (j < k) {
+      top_experts[static_cast<size_t>(row) * k + j] = key_expert(chosen[j]);
+      top_weights[static_cast<size_t>(row) * k + j] = renormalize ? p[h] / total : p[h];
+    }
   }
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// NVFP4 slot kernels.
 
 // Two E4M3 bytes (bits 0-7 and 8-15 of `bytes`) to floats times 2^-8, exactly: the E4M3 bits placed in an
 // fp16 keep their value up to 2^-8, subnormals included. Callers fold 2^8 into weight_scale_2.
@@ -91,6 +158,23 @@ __device__ __forceinline__ float2 e4m3x2_to_float2_scaled(uint32_t bytes) {
 
 constexpr float kScaleFold = 256.0f;  // undoes the 2^-8 of e4m3x2_to_float2_scaled
 
+// decode_e2m1x8 (fp_codes.cuh), bit-identical, in 15 integer instructions instead of 26: the sign bits are
+// merged into the high-byte table results with one byte permute per four values (byte i of `sa` has the sign
+// of nibble i in its top bit: y = w << 4 brings the even nibbles' signs to the top of each byte).
+__device__ __forceinline__ void decode_e2m1x8_fast(uint32_t w, uint32_t (&out)[4]) {
+  constexpr uint32_t kHighLo = 0x3F3F3F00u, kHighHi = 0x40404040u;  // bf16 high bytes of 0,.5,1,1.5 | 2,3,4,6
+  constexpr uint32_t kLowLo = 0xC0800000u, kLowHi = 0xC0804000u;     // bf16 low bytes
+  const uint32_t mag = w & 0x77777777u, mag_hi = mag >> 16, y = w << 4;
+  const uint32_t sa = __byte_perm(y, w, 0x5140), sb = __byte_perm(y, w, 0x7362);
+  const uint32_t h_a = __byte_perm(kHighLo, kHighHi, mag) | (sa & 0x80808080u);
+  const uint32_t h_b = __byte_perm(kHighLo, kHighHi, mag_hi) | (sb & 0x80808080u);
+  const uint32_t l_a = __byte_perm(kLowLo, kLowHi, mag), l_b = __byte_perm(kLowLo, kLowHi, mag_hi);
+  out[0] = __byte_perm(l_a, h_a, 0x5140);
+  out[1] = __byte_perm(l_a, h_a, 0x7362);
+  out[2] = __byte_perm(l_b, h_b, 0x5140);
+  out[3] = __byte_perm(l_b, h_b, 0x7362);
+}
+
 __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -98,136 +182,214 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// One warp: rows [16*strip, 16*strip + 16) of a packed projection times one BF16 vector x (in shared
-// memory as bf16x2 words), over supertiles [st_begin, st_end). Returns, in lanes with lane % 4 == 0, the
-// partial dots of rows lane/4 (first) and lane/4 + 8 (second), block scales applied (times 2^-8),
-// weight_scale_2 not.
-__device__ __forceinline__ float2 strip_dot(const uint8_t* codes, const uint8_t* scales, int supertiles,
-                                            int strip, int st_begin, int st_end, const uint32_t* x_words) {
-  const int lane = threadIdx.x % kWarp, g = lane / 4, c = 2 * (lane % 4);
-  float acc_g = 0.0f, acc_g8 = 0.0f;
-  const uint8_t* strip_codes = codes + static_cast<size_t>(strip) * supertiles * 512;
-  const uint8_t* strip_scales = scales + static_cast<size_t>(strip) * supertiles * 64;
-#pragma unroll 2
-  for (int st = st_begin; st < st_end; ++st) {
-    const uint4 packed = __ldg(reinterpret_cast<const uint4*>(strip_codes + static_cast<size_t>(st) * 512) + lane);
-    const uint32_t* st_scales = reinterpret_cast<const uint32_t*>(strip_scales + static_cast<size_t>(st) * 64);
-    const uint32_t sg = __ldg(st_scales + g), sg8 = __ldg(st_scales + g + 8);
-    const float2 s01 = e4m3x2_to_float2_scaled(sg), s23 = e4m3x2_to_float2_scaled(sg >> 16);
-    const float2 t01 = e4m3x2_to_float2_scaled(sg8), t23 = e4m3x2_to_float2_scaled(sg8 >> 16);
-    const float row_g[4] = {s01.x, s01.y, s23.x, s23.y}, row_g8[4] = {t01.x, t01.y, t23.x, t23.y};
-    const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      uint32_t a[4];
-      decode_e2m1x8(words[q], a);
-      // Only column 0 of B carries x (lanes 0..3); the other columns are zero.
-      const int k = 64 * st + 16 * q + c;
-      const uint32_t b0 = g == 0 ? x_words[k / 2] : 0u;
-      const uint32_t b1 = g == 0 ? x_words[k / 2 + 4] : 0u;
-      float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      mma_bf16_16816(d, a, b0, b1);
-      acc_g += d[0] * row_g[q];
-      acc_g8 += d[2] * row_g8[q];
-    }
-  }
-  return make_float2(acc_g, acc_g8);
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(gmem) : "memory");
 }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-constexpr int kGateUpWarps = 8;  // 2 projections x 4 slices of the input dimension
-constexpr int kMaxHidden = 8192;
+// A unit: one (strip, supertile) of a projection, 512 bytes of codes and 64 of scales.
+constexpr int kUnitCodeBytes = 512, kUnitScaleBytes = 64;
+constexpr int kStageUnits = 10;  // per warp: 5760 bytes of weights in flight
+constexpr int kWarpStageBytes = kStageUnits * (kUnitCodeBytes + kUnitScaleBytes);
 
-// Block: one (row, choice) task and one strip of 16 intermediate rows, for gate and up together.
-__global__ void expert_gate_up_kernel(const uint8_t* pool, const model::SlotScales* scales,
-                                      model::ExpertSlotLayout layout, const float* x, const int32_t* slots, int k,
-                                      uint16_t* act) {
-  extern __shared__ __align__(16) uint32_t x_words[];  // [H/2] bf16x2
-  __shared__ float partial[kGateUpWarps][16];
-  const int task = blockIdx.y, strip = blockIdx.x, row = task / k;
-  const int H = layout.hidden, I = layout.padded_intermediate;
-  const float* xr = x + static_cast<size_t>(row) * H;
-  for (int i = threadIdx.x; i < layout.padded_hidden / 2; i += blockDim.x) {
-    x_words[i] = 2 * i < H ? pack_bf16x2(xr[2 * i], xr[2 * i + 1]) : 0u;  // zero beyond H: padded inputs
+// One warp: rows [16 strip, 16 strip + 16) of kProj packed projections of the same shape times one BF16
+// input vector, over supertiles [st_begin, st_end), kChunk supertiles per batch (kProj * kChunk <= 10 units).
+// A batch first issues the lane's input loads, then every unit of the batch with cp.async into the warp's
+// stage (5760 bytes: 16 bytes of codes per lane and unit, the scales by lanes 0-3 per unit), then waits once
+// and computes; so a warp has its whole batch in flight before it needs any of it.
+// Tile-per-lane mma: in the mma of tile q only lanes 8q..8q+7 feed B (columns 2q, 2q+1 of B hold x of tile
+// q; the others are zero), so the four mma of a supertile accumulate, in column pair c = lane % 4 of D,
+// exactly tile q = c. Lane (g = lane/4, c) thus holds rows g and g + 8 of tile c and applies only their two
+// block scales. acc[p] = {row g, row g + 8} partials of tile c, block scales applied (times 2^-8); the caller
+// sums the four lanes of a row (quad_sum).
+// kFloatInput: input is fp32 [input_len] (rounded to bf16; zero beyond input_len, the padded inputs);
+// otherwise input is bf16x2 words covering every supertile.
+template <int kProj, int kChunk, bool kFloatInput>
+__device__ __forceinline__ void strip_dot(const uint8_t* const (&codes)[kProj], const uint8_t* const (&scales)[kProj],
+                                          int st_begin, int st_end, const void* input, int input_len, uint8_t* stage,
+                                          float (&acc)[kProj][2]) {
+  static_assert(kProj * kChunk <= kStageUnits, "stage too small");
+  const int lane = threadIdx.x % kWarp, g = lane / 4, c = lane % 4, q_fed = lane / 8;
+  uint8_t* stage_codes = stage;
+  uint8_t* stage_scales = stage + kStageUnits * kUnitCodeBytes;
+  const uint32_t scale_select = static_cast<uint32_t>(c | ((c + 4) << 4));  // byte c of row g, byte c of row g+8
+  for (int st0 = st_begin; st0 < st_end; st0 += kChunk) {
+    const int n = min(kChunk, st_end - st0);
+    // Inputs k0, k0 + 1 and k0 + 8, k0 + 9 of each supertile (B rows 2c, 2c+1 and 2c+8, 2c+9 of tile q_fed).
+    float2 xf[kChunk][2];
+    uint32_t xw[kChunk][2];
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      const int k0 = 64 * (st0 + i) + 16 * q_fed + 2 * c;
+      if constexpr (kFloatInput) {
+        const float* x = static_cast<const float*>(input);
+        xf[i][0] = i < n && k0 < input_len ? __ldg(reinterpret_cast<const float2*>(x + k0)) : make_float2(0.0f, 0.0f);
+        xf[i][1] = i < n && k0 + 8 < input_len ? __ldg(reinterpret_cast<const float2*>(x + k0 + 8)) : make_float2(0.0f, 0.0f);
+      } else {
+        const uint32_t* words = static_cast<const uint32_t*>(input);
+        xw[i][0] = i < n ? words[k0 / 2] : 0u;
+        xw[i][1] = i < n ? words[k0 / 2 + 4] : 0u;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kProj * kChunk; ++u) {
+      const int p = u / kChunk, i = u % kChunk;
+      if (i < n) {
+        cp_async16(stage_codes + u * kUnitCodeBytes + lane * 16,
+                   codes[p] + static_cast<size_t>(st0 + i) * kUnitCodeBytes + lane * 16);
+      }
+    }
+    for (int t = lane; t < kProj * kChunk * 4; t += kWarp) {
+      const int u = t / 4, p = u / kChunk, i = u % kChunk;
+      const uint8_t* projection_scales = scales[0];
+#pragma unroll
+      for (int pp = 1; pp < kProj; ++pp) projection_scales = p == pp ? scales[pp] : projection_scales;  // no local array
+      if (i < n) {
+        cp_async16(stage_scales + u * kUnitScaleBytes + (t % 4) * 16,
+                   projection_scales + static_cast<size_t>(st0 + i) * kUnitScaleBytes + (t % 4) * 16);
+      }
+    }
+    cp_async_commit();
+    if constexpr (kFloatInput) {  // bf16 now (the weights are in flight): half the registers through the compute
+#pragma unroll
+      for (int i = 0; i < kChunk; ++i) {
+        xw[i][0] = pack_bf16x2(xf[i][0].x, xf[i][0].y);
+        xw[i][1] = pack_bf16x2(xf[i][1].x, xf[i][1].y);
+      }
+    }
+    cp_async_wait_all();
+    __syncwarp();  // the scales were copied by other lanes
+
+#pragma unroll
+    for (int i = 0; i < kChunk; ++i) {
+      if (i >= n) break;
+      const uint32_t b0 = xw[i][0], b1 = xw[i][1];
+#pragma unroll
+      for (int p = 0; p < kProj; ++p) {
+        const int u = p * kChunk + i;
+        const uint4 packed = *reinterpret_cast<const uint4*>(stage_codes + u * kUnitCodeBytes + lane * 16);
+        const uint32_t* unit_scales = reinterpret_cast<const uint32_t*>(stage_scales + u * kUnitScaleBytes);
+        const float2 s = e4m3x2_to_float2_scaled(__byte_perm(unit_scales[g], unit_scales[g + 8], scale_select));
+        const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
+        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          uint32_t a[4];
+          decode_e2m1x8_fast(words[q], a);
+          mma_bf16_16816(d, a, q_fed == q ? b0 : 0u, q_fed == q ? b1 : 0u);
+        }
+        acc[p][0] += d[0] * s.x;
+        acc[p][1] += d[2] * s.y;
+      }
+    }
+    __syncwarp();  // the stage is reused by the next batch
   }
-  __syncthreads();
+}
 
+// Sum over the four lanes of a row (tiles 0..3), the same value in all four, in a fixed order.
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(kFull, v, 1);
+  return v + __shfl_xor_sync(kFull, v, 2);
+}
+
+constexpr int kGateUpWarps = 8;  // each: gate and up over a slice of the supertiles
+constexpr int kGateUpChunk = kStageUnits / 2;
+
+// Block: one (row, choice) task and one strip of 16 intermediate rows, gate and up together (warp w takes
+// supertiles [w*per, (w+1)*per) of both, so each x element is loaded once per warp). No block barrier before
+// the weight loads: x is read straight from global memory (L1/L2-resident) by the lanes that feed it.
+__global__ void __launch_bounds__(kGateUpWarps * kWarp, 4)
+    expert_gate_up_kernel(const uint8_t* pool, const model::SlotScales* scales, model::ExpertSlotLayout layout,
+                          const float* x, const int32_t* slots, int k, uint16_t* act) {
+  pdl_begin();
+  extern __shared__ __align__(16) uint8_t stage[];  // [warps][kWarpStageBytes]
+  __shared__ float partial[kGateUpWarps][2][16];
+  const int task = blockIdx.y, strip = blockIdx.x, row = task / k;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int slot = slots[task];
   const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const model::SlotProjection& p = warp < 4 ? layout.gate : layout.up;
-  const int slice = warp % 4, supertiles = p.supertiles(), per = (supertiles + 3) / 4;
-  const float2 r = strip_dot(base + p.codes, base + p.scales, supertiles, strip, slice * per,
-                             min(supertiles, (slice + 1) * per), x_words);
+  const int supertiles = layout.gate.supertiles(), per = (supertiles + kGateUpWarps - 1) / kGateUpWarps;
+  const int st_begin = min(supertiles, warp * per), st_end = min(supertiles, st_begin + per);
+  const size_t strip_offset = static_cast<size_t>(strip) * supertiles;
+  const uint8_t* const codes[2] = {base + layout.gate.codes + strip_offset * kUnitCodeBytes,
+                                   base + layout.up.codes + strip_offset * kUnitCodeBytes};
+  const uint8_t* const unit_scales[2] = {base + layout.gate.scales + strip_offset * kUnitScaleBytes,
+                                         base + layout.up.scales + strip_offset * kUnitScaleBytes};
+  float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
+  strip_dot<2, kGateUpChunk, true>(codes, unit_scales, st_begin, st_end, x + static_cast<size_t>(row) * layout.hidden,
+                                   layout.hidden, stage + warp * kWarpStageBytes, acc);
+#pragma unroll
+  for (int p = 0; p < 2; ++p) {
+    acc[p][0] = quad_sum(acc[p][0]);
+    acc[p][1] = quad_sum(acc[p][1]);
+  }
   if (lane % 4 == 0) {
-    partial[warp][lane / 4] = r.x;
-    partial[warp][lane / 4 + 8] = r.y;
+    for (int p = 0; p < 2; ++p) {
+      partial[warp][p][lane / 4] = acc[p][0];
+      partial[warp][p][lane / 4 + 8] = acc[p][1];
+    }
   }
   __syncthreads();
   if (threadIdx.x < 16) {
     const model::SlotScales s = scales[slot];
     float gate = 0.0f, up = 0.0f;
-    for (int w = 0; w < 4; ++w) {
-      gate += partial[w][threadIdx.x];
-      up += partial[4 + w][threadIdx.x];
+    for (int w = 0; w < kGateUpWarps; ++w) {
+      gate += partial[w][0][threadIdx.x];
+      up += partial[w][1][threadIdx.x];
     }
     gate *= s.gate * kScaleFold;
     up *= s.up * kScaleFold;
     const float h = gate / (1.0f + __expf(-gate)) * up;
     const __nv_bfloat16 hb = __float2bfloat16_rn(h);
-    act[static_cast<size_t>(task) * I + 16 * strip + threadIdx.x] = *reinterpret_cast<const uint16_t*>(&hb);
+    act[static_cast<size_t>(task) * layout.padded_intermediate + 16 * strip + threadIdx.x] =
+        *reinterpret_cast<const uint16_t*>(&hb);
   }
 }
 
 constexpr int kMaxTopK = 16;
+constexpr int kDownChunk = kStageUnits;
 
-constexpr int kDownSlices = 2;  // warps per (strip, choice): each takes a slice of I
-
-// Block: one strip of 16 output rows of one choice's expert; its warps split I. Writes the weighted
-// partial partial[(row * k + j), n] (fp32); launch_expert_down then sums the k partials in order.
-// Many small blocks (strips x choices) keep every SM busy: one layer is only ~28 MB of weights.
-__global__ void expert_down_kernel(const uint8_t* pool, const model::SlotScales* scales,
-                                   model::ExpertSlotLayout layout, const uint16_t* act, const int32_t* slots,
-                                   const float* weights, float* partial_out) {
-  __shared__ __align__(16) uint32_t act_words[2048];  // one choice's act row, I <= 4096 (bf16x2)
-  __shared__ float partial[kDownSlices][16];
-  const int strip = blockIdx.x, task = blockIdx.y;  // task = row * k + j
-  const int H = layout.hidden, I = layout.padded_intermediate;
-  const uint32_t* act_row = reinterpret_cast<const uint32_t*>(act + static_cast<size_t>(task) * I);
-  for (int i = threadIdx.x; i < I / 2; i += blockDim.x) act_words[i] = act_row[i];
-  __syncthreads();
-
-  const int slice = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+// Down and combine, fused. Block: one strip of 16 output rows of one token row; warp j computes choice j
+// (all of I, kDownChunk supertiles per batch), scales it by its routing weight, and the block sums the k
+// choices in choice order in shared memory and writes y directly: deterministic, no partial buffer.
+__global__ void __launch_bounds__(kMaxTopK * kWarp)
+    expert_down_kernel(const uint8_t* pool, const model::SlotScales* scales, model::ExpertSlotLayout layout,
+                       const uint16_t* act, const int32_t* slots, const float* weights, int k, float* y) {
+  pdl_begin();
+  extern __shared__ __align__(16) uint8_t stage[];  // [k][kWarpStageBytes]
+  __shared__ float partial[kMaxTopK][16];
+  const int strip = blockIdx.x, row = blockIdx.y, j = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int task = row * k + j;
   const int slot = slots[task];
   const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
-  const model::SlotProjection& p = layout.down;
-  const int per = (p.supertiles() + kDownSlices - 1) / kDownSlices;
-  const float2 r = strip_dot(base + p.codes, base + p.scales, p.supertiles(), strip, slice * per,
-                             min(p.supertiles(), (slice + 1) * per), act_words);
+  const int supertiles = layout.down.supertiles();
+  const size_t strip_offset = static_cast<size_t>(strip) * supertiles;
+  const uint8_t* const codes[1] = {base + layout.down.codes + strip_offset * kUnitCodeBytes};
+  const uint8_t* const unit_scales[1] = {base + layout.down.scales + strip_offset * kUnitScaleBytes};
+  float acc[1][2] = {{0.0f, 0.0f}};
+  strip_dot<1, kDownChunk, false>(codes, unit_scales, 0, supertiles,
+                                  act + static_cast<size_t>(task) * layout.padded_intermediate, 0,
+                                  stage + j * kWarpStageBytes, acc);
+  const float r0 = quad_sum(acc[0][0]), r1 = quad_sum(acc[0][1]);
   if (lane % 4 == 0) {
-    partial[slice][lane / 4] = r.x;
-    partial[slice][lane / 4 + 8] = r.y;
+    const float f = weights[task], sd = scales[slot].down;
+    partial[j][lane / 4] = r0 * f * sd * kScaleFold;
+    partial[j][lane / 4 + 8] = r1 * f * sd * kScaleFold;
   }
   __syncthreads();
   const int n = 16 * strip + static_cast<int>(threadIdx.x);
-  if (threadIdx.x < 16 && n < H) {  // padded rows are dropped
+  if (threadIdx.x < 16 && n < layout.hidden) {  // padded rows are dropped
     float sum = 0.0f;
-    for (int s = 0; s < kDownSlices; ++s) sum += partial[s][threadIdx.x];
-    partial_out[static_cast<size_t>(task) * H + n] = sum * weights[task] * scales[slot].down * kScaleFold;
+    for (int c = 0; c < k; ++c) sum += partial[c][threadIdx.x];
+    y[static_cast<size_t>(row) * layout.hidden + n] = sum;
   }
-}
-
-// y[row, n] = sum over the k choices of partial[(row * k + j), n], in choice order (deterministic).
-__global__ void sum_choices_kernel(const float* partial, int k, int H, float* y) {
-  const int row = blockIdx.y, n = blockIdx.x * blockDim.x + threadIdx.x;
-  if (n >= H) return;
-  float sum = 0.0f;
-  for (int j = 0; j < k; ++j) sum += partial[(static_cast<size_t>(row) * k + j) * H + n];
-  y[static_cast<size_t>(row) * H + n] = sum;
 }
 
 // BF16 slots: one warp per weight row, 16-byte loads, fp32 dot products.
@@ -249,6 +411,7 @@ constexpr int kBf16Warps = 8;
 __global__ void expert_gate_up_bf16_kernel(const uint8_t* pool, const model::SlotScales* scales,
                                            model::ExpertSlotLayout layout, const float* x, const int32_t* slots, int k,
                                            uint16_t* act) {
+  pdl_begin();
   extern __shared__ __align__(16) float xs[];  // [H]
   const int task = blockIdx.y, row = task / k;
   const int H = layout.hidden, I = layout.intermediate;
@@ -269,6 +432,7 @@ __global__ void expert_gate_up_bf16_kernel(const uint8_t* pool, const model::Slo
 __global__ void expert_down_bf16_kernel(const uint8_t* pool, const model::SlotScales* scales,
                                         model::ExpertSlotLayout layout, const uint16_t* act, const int32_t* slots,
                                         const float* weights, int k, float* y) {
+  pdl_begin();
   extern __shared__ __align__(16) float acts[];  // [k][I] fp32
   const int row = blockIdx.y;
   const int H = layout.hidden, I = layout.intermediate;
@@ -292,52 +456,84 @@ void raise_shared_limit(Kernel kernel, size_t bytes) {
   IMP_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
+// The NVFP4 down kernel's opt-in, once per process for its largest stage (k = 16). The first decode step may
+// be captured into a graph, so the call runs in relaxed capture mode for this thread.
+void raise_down_shared_limit_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    IMP_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    const cudaError_t status = cudaFuncSetAttribute(expert_down_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    kMaxTopK * kWarpStageBytes);
+    IMP_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    IMP_CUDA_CHECK(status);
+  });
+}
+
 }  // namespace
 
 void launch_router_topk(const float* logits, int32_t rows, int32_t experts, int32_t k, bool renormalize,
                         int32_t* top_experts, float* top_weights, cudaStream_t stream) {
-  if (experts > kMaxExperts || k > 64 || k > experts) throw_invalid_launch("router: more than 4096 experts or top-k above 64");
-  router_topk_kernel<<<rows, kRouterThreads, 0, stream>>>(logits, experts, k, renormalize, top_experts, top_weights);
+  if (experts > kMaxExperts || k > kRouterMaxK || k < 1 || k > experts) {
+    throw_invalid_launch("router: more than 4096 experts or top-k above 64");
+  }
+  if (rows <= 0) return;
+  const int per = (experts + kRouterThreads - 1) / kRouterThreads;
+  if (per <= 1) {
+    launch_kernel(router_topk_kernel<1>, rows, kRouterThreads, 0, stream, 1,
+                  logits, experts, k, renormalize, top_experts, top_weights);
+  } else if (per <= 2) {
+    launch_kernel(router_topk_kernel<2>, rows, kRouterThreads, 0, stream, 1,
+                  logits, experts, k, renormalize, top_experts, top_weights);
+  } else if (per <= 4) {
+    launch_kernel(router_topk_kernel<4>, rows, kRouterThreads, 0, stream, 1,
+                  logits, experts, k, renormalize, top_experts, top_weights);
+  } else if (per <= 8) {
+    launch_kernel(router_topk_kernel<8>, rows, kRouterThreads, 0, stream, 1,
+                  logits, experts, k, renormalize, top_experts, top_weights);
+  } else {
+    launch_kernel(router_topk_kernel<16>, rows, kRouterThreads, 0, stream, 1,
+                  logits, experts, k, renormalize, top_experts, top_weights);
+  }
   IMP_CUDA_CHECK_LAUNCH();
 }
 
 void launch_expert_gate_up(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
                            const float* x, const int32_t* slots, int32_t rows, int32_t k, uint16_t* act,
                            cudaStream_t stream) {
-  if (layout.padded_hidden > kMaxHidden) throw_invalid_launch("expert gate/up: hidden size above 8192");
+  if (rows <= 0 || k <= 0) return;
   if (layout.format == model::SlotFormat::kBf16) {
     const size_t bytes = static_cast<size_t>(layout.hidden) * sizeof(float);
     raise_shared_limit(expert_gate_up_bf16_kernel, bytes);
-    expert_gate_up_bf16_kernel<<<dim3((layout.intermediate + kBf16Warps - 1) / kBf16Warps, rows * k), kBf16Warps * kWarp,
-                                 bytes, stream>>>(pool, scales, layout, x, slots, k, act);
-    IMP_CUDA_CHECK_LAUNCH();
+    const dim3 grid((layout.intermediate + kBf16Warps - 1) / kBf16Warps, rows * k);
+    launch_kernel(expert_gate_up_bf16_kernel, grid, kBf16Warps * kWarp, bytes, stream, 1, pool, scales, layout, x, slots, k,
+                  act);
     return;
   }
-  const size_t shared = static_cast<size_t>(layout.padded_hidden) * 2;
-  raise_shared_limit(expert_gate_up_kernel, shared);
+  const size_t shared = static_cast<size_t>(kGateUpWarps) * kWarpStageBytes;  // 45 KB: within the default 48 KB
   const dim3 grid(layout.padded_intermediate / 16, rows * k);
-  expert_gate_up_kernel<<<grid, kGateUpWarps * kWarp, shared, stream>>>(pool, scales, layout, x, slots, k, act);
-  IMP_CUDA_CHECK_LAUNCH();
+  launch_kernel(expert_gate_up_kernel, grid, kGateUpWarps * kWarp, shared, stream, 1,
+                pool, scales, layout, x, slots, k, act);
 }
 
 void launch_expert_down(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
                         const uint16_t* act, const int32_t* slots, const float* weights, int32_t rows, int32_t k,
-                        float* workspace, float* y, cudaStream_t stream) {
+                        float* y, cudaStream_t stream) {
   if (k > kMaxTopK) throw_invalid_launch("expert down: top-k above 16");
+  if (rows <= 0 || k <= 0) return;
   if (layout.format == model::SlotFormat::kBf16) {
     const size_t bytes = static_cast<size_t>(k) * layout.intermediate * sizeof(float);
     raise_shared_limit(expert_down_bf16_kernel, bytes);
-    expert_down_bf16_kernel<<<dim3((layout.hidden + kBf16Warps - 1) / kBf16Warps, rows), kBf16Warps * kWarp, bytes,
-                              stream>>>(pool, scales, layout, act, slots, weights, k, y);
-    IMP_CUDA_CHECK_LAUNCH();
+    const dim3 grid((layout.hidden + kBf16Warps - 1) / kBf16Warps, rows);
+    launch_kernel(expert_down_bf16_kernel, grid, kBf16Warps * kWarp, bytes, stream, 1, pool, scales, layout, act, slots,
+                  weights, k, y);
     return;
   }
-  if (layout.padded_intermediate > 4096) throw_invalid_launch("expert down: intermediate size above 4096");
-  expert_down_kernel<<<dim3(layout.padded_hidden / 16, rows * k), kDownSlices * kWarp, 0, stream>>>(
-      pool, scales, layout, act, slots, weights, workspace);
-  IMP_CUDA_CHECK_LAUNCH();
-  sum_choices_kernel<<<dim3((layout.hidden + 255) / 256, rows), 256, 0, stream>>>(workspace, k, layout.hidden, y);
-  IMP_CUDA_CHECK_LAUNCH();
+  const size_t shared = static_cast<size_t>(k) * kWarpStageBytes;  // k = 10: 56 KB (above the default 48 KB)
+  raise_down_shared_limit_once();
+  launch_kernel(expert_down_kernel, dim3(layout.padded_hidden / 16, rows), k * kWarp, shared, stream, 1,
+                pool, scales, layout, act,
+                                                                                          slots, weights, k, y);
 }
 
 }  // namespace imp::cuda

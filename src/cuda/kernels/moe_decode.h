@@ -13,9 +13,10 @@
 
 namespace imp::cuda {
 
-// Router: per token row of logits [rows, experts] (experts <= 4096), softmax in fp32, the top k by
-// probability (ties: lower expert id), optionally renormalised over the k. Writes experts [rows, k] and
-// weights [rows, k]. One block per row; every expert is considered.
+// Router: per token row of logits [rows, experts] (experts <= 4096, 1 <= k <= 64), the top k by softmax
+// probability (ties: lower expert id), weights from an fp32 softmax, optionally renormalised over the k.
+// Writes experts [rows, k] (descending) and weights [rows, k]. One block per row; every expert is considered.
+// The choice is made on the logits (softmax is monotonic; equal logits are equal probabilities).
 void launch_router_topk(const float* logits, int32_t rows, int32_t experts, int32_t k, bool renormalize,
                         int32_t* top_experts, float* top_weights, cudaStream_t stream);
 
@@ -26,10 +27,10 @@ void launch_expert_gate_up(const uint8_t* pool, const model::SlotScales* scales,
                            const float* x, const int32_t* slots, int32_t rows, int32_t k, uint16_t* act,
                            cudaStream_t stream);
 
-// Down and combine: y[r, n] = sum_j weights[r*k + j] * (down_n . act[(r*k + j), :]), overwriting y [rows, H].
-// workspace: fp32 [rows * k, H] for the per-choice partials (NVFP4 slots; unused for BF16 slots).
+// Down and combine: y[r, n] = sum_j weights[r*k + j] * (down_n . act[(r*k + j), :]), overwriting y [rows, H],
+// the k choices summed in choice order inside the kernel (deterministic; no workspace). k <= 16.
 void launch_expert_down(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
                         const uint16_t* act, const int32_t* slots, const float* weights, int32_t rows, int32_t k,
-                        float* workspace, float* y, cudaStream_t stream);
+                        float* y, cudaStream_t stream);
 
 }  // namespace imp::cuda

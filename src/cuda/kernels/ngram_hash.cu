@@ -1,6 +1,8 @@
 #include "cuda/kernels/ngram_hash.h"
 
 #include "cuda/check.h"
+#include "cuda/launch.h"
+#include "cuda/kernels/device_math.cuh"
 
 namespace imp::cuda {
 namespace {
@@ -18,6 +20,7 @@ __device__ __forceinline__ int64_t history_at(const int64_t* context, const int3
 // One thread per token: shift s is valid while no EOS lies in h[n - s .. n - 1].
 __global__ void ngram_ids_kernel(NgramHashDevice hash, const int32_t* tokens, int count, const int64_t* context,
                                  int64_t* ids) {
+  pdl_begin();
   const int t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= count) return;
   const int n_size = hash.ngram_size, ctx = n_size - 1, heads = ctx * hash.heads_per_ngram, n = ctx + t;
@@ -45,6 +48,7 @@ __global__ void ngram_ids_kernel(NgramHashDevice hash, const int32_t* tokens, in
 
 // After every token has read it: the context becomes the last n - 1 ids of context ++ tokens.
 __global__ void ngram_advance_kernel(int ctx, const int32_t* tokens, int count, int64_t* context) {
+  pdl_begin();
   if (threadIdx.x != 0) return;
   int64_t next[kMaxNgram];
   for (int i = 0; i < ctx; ++i) {
@@ -61,10 +65,8 @@ void launch_ngram_ids(const NgramHashDevice& hash, const int32_t* tokens, int32_
   if (hash.ngram_size < 2 || hash.ngram_size > kMaxNgram || (hash.ngram_size - 1) * hash.heads_per_ngram > kMaxNgramHeads) {
     throw_invalid_launch("ngram_ids: n-gram size or head count beyond the kernel's limits");
   }
-  ngram_ids_kernel<<<(count + 127) / 128, 128, 0, stream>>>(hash, tokens, count, context, ids);
-  IMP_CUDA_CHECK_LAUNCH();
-  ngram_advance_kernel<<<1, 32, 0, stream>>>(hash.ngram_size - 1, tokens, count, context);
-  IMP_CUDA_CHECK_LAUNCH();
+  launch_kernel(ngram_ids_kernel, (count + 127) / 128, 128, 0, stream, 1, hash, tokens, count, context, ids);
+  launch_kernel(ngram_advance_kernel, 1, 32, 0, stream, 1, hash.ngram_size - 1, tokens, count, context);
 }
 
 }  // namespace imp::cuda

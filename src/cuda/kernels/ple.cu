@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 
@@ -11,6 +12,7 @@ namespace {
 
 
 __global__ void ple_gather_kernel(PleTableDevice table, const int64_t* ids, int heads, float* emb) {
+  pdl_begin();
   const int row = blockIdx.y, head = blockIdx.x;
   const int64_t id = ids[row * heads + head] % table.row_count;  // a no-op except on smaller dummy tables
   float* out = emb + (static_cast<size_t>(row) * heads + head) * table.head_dim;
@@ -29,6 +31,7 @@ constexpr int kGateThreads = 256;
 
 __global__ void __launch_bounds__(kGateThreads) ple_gate_kernel(const float* key, const float* query, const float* value,
                                                                int streams, int d, float* gated) {
+  pdl_begin();
   __shared__ float partial[kGateThreads / kWarp];
   __shared__ float gate_s;
   const int row = blockIdx.y, s = blockIdx.x, lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
@@ -53,6 +56,7 @@ __global__ void __launch_bounds__(kGateThreads) ple_gate_kernel(const float* key
 
 __global__ void ple_conv_step_kernel(const float* gated, const float* normed, const uint16_t* conv_weight, int kernel,
                                      int dilation, float* state, int width, float* stream_rows) {
+  pdl_begin();
   const int row = blockIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= width) return;
   const int history = (kernel - 1) * dilation;
@@ -71,23 +75,21 @@ __global__ void ple_conv_step_kernel(const float* gated, const float* normed, co
 
 void launch_ple_gather(const PleTableDevice& table, const int64_t* ids, int32_t rows, int32_t heads, float* emb,
                        cudaStream_t stream) {
-  ple_gather_kernel<<<dim3(heads, rows), 128, 0, stream>>>(table, ids, heads, emb);
-  IMP_CUDA_CHECK_LAUNCH();
+  launch_kernel(ple_gather_kernel, dim3(heads, rows), 128, 0, stream, 1, table, ids, heads, emb);
 }
 
 void launch_ple_gate(const float* key, const float* query, const float* value, int32_t rows, int32_t streams,
                      int32_t d, float* gated, cudaStream_t stream) {
-  ple_gate_kernel<<<dim3(streams, rows), kGateThreads, 0, stream>>>(key, query, value, streams, d, gated);
-  IMP_CUDA_CHECK_LAUNCH();
+  launch_kernel(ple_gate_kernel, dim3(streams, rows), kGateThreads, 0, stream, 1, key, query, value, streams, d, gated);
 }
 
 void launch_ple_conv_step(const float* gated, const float* normed, const uint16_t* conv_weight, int32_t kernel,
                           int32_t dilation, float* state, int32_t rows, int32_t width, float* stream_rows,
                           cudaStream_t stream) {
   if (kernel < 2 || dilation < 1) throw_invalid_launch("ple conv: kernel must be >= 2 and dilation >= 1");
-  ple_conv_step_kernel<<<dim3((width + 255) / 256, rows), 256, 0, stream>>>(gated, normed, conv_weight, kernel, dilation,
+  launch_kernel(ple_conv_step_kernel, dim3((width + 255) / 256, rows), 256, 0, stream, 1,
+                gated, normed, conv_weight, kernel, dilation,
                                                                              state, width, stream_rows);
-  IMP_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace imp::cuda

@@ -1,6 +1,7 @@
 #include "cuda/kernels/qsa.h"
 
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 
@@ -32,6 +33,7 @@ __device__ void write_block_key(const float* raw_keys, int b, int ratio, int dim
 __global__ void qsa_block_keys_kernel(const float* raw_keys, int first_block, int last_block, int ratio, int dim,
                                       const uint16_t* k_norm, float eps, int rotary_dim, const float* inv_freq,
                                       float* block_keys) {
+  pdl_begin();
   const int lane = threadIdx.x % kWarp;
   const int b = first_block + blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   if (b >= last_block) return;
@@ -44,28 +46,36 @@ __device__ __forceinline__ uint32_t order_key(float f) {
   return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
 }
 
-// Scores, spread over the grid: one warp per block key (warp-strided over every warp of the grid), the
-// same per-key arithmetic as ever (lane-strided dot per head, warp sum, relu, sum over heads).
+// One block key's score before the 1/sqrt(dim) scale, by one warp: lane-strided dot per head, warp sum,
+// relu, sum over heads. Both selection paths use it, so their scores are bit-identical.
+__device__ __forceinline__ float block_score(const float* queries, int heads, int dim, const float* key, int lane) {
+  float score = 0.0f;
+  for (int h = 0; h < heads; ++h) {
+    float dot = 0.0f;
+    for (int i = lane; i < dim; i += kWarp) dot += queries[h * dim + i] * key[i];
+    score += fmaxf(0.0f, warp_sum(dot));
+  }
+  return score;
+}
+
+// Scores, spread over the grid: one warp per block key (warp-strided over every warp of the grid).
 __global__ void __launch_bounds__(kScoreThreads) qsa_score_kernel(const float* queries, int heads, int dim,
                                                                   const float* block_keys, const int32_t* positions,
                                                                   int ratio, float* scores) {
+  pdl_begin();
   const int blocks = (positions[0] + 1) / ratio;
   const int lane = threadIdx.x % kWarp;
   const int warps = gridDim.x * (kScoreThreads / kWarp);
   const float inv_sqrt_dim = rsqrtf(static_cast<float>(dim));
   for (int b = blockIdx.x * (kScoreThreads / kWarp) + static_cast<int>(threadIdx.x) / kWarp; b < blocks; b += warps) {
-    float score = 0.0f;
-    for (int h = 0; h < heads; ++h) {
-      float dot = 0.0f;
-      for (int i = lane; i < dim; i += kWarp) dot += queries[h * dim + i] * block_keys[static_cast<size_t>(b) * dim + i];
-      score += fmaxf(0.0f, warp_sum(dot));
-    }
+    const float score = block_score(queries, heads, dim, block_keys + static_cast<size_t>(b) * dim, lane);
     if (lane == 0) scores[b] = score * inv_sqrt_dim;
   }
 }
 
-// Exclusive prefix sum of v over the block (blockDim.x == kThreads); total gets the block's sum.
-// scratch: kThreads / kWarp + 1 ints. Every thread must call it.
+// Exclusive prefix sum of v over the block (blockDim.x == kBlockThreads); total gets the block's sum.
+// scratch: kBlockThreads / kWarp + 1 ints. Every thread must call it.
+template <int kBlockThreads>
 __device__ __forceinline__ int block_exclusive_scan(int v, int* scratch, int& total) {
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   int inclusive = v;
@@ -77,33 +87,29 @@ __device__ __forceinline__ int block_exclusive_scan(int v, int* scratch, int& to
   if (lane == kWarp - 1) scratch[warp] = inclusive;
   __syncthreads();
   if (warp == 0) {
-    const int w = lane < kThreads / kWarp ? scratch[lane] : 0;
+    const int w = lane < kBlockThreads / kWarp ? scratch[lane] : 0;
     int wi = w;
     for (int o = 1; o < kWarp; o *= 2) {
       const int t = __shfl_up_sync(0xffffffffu, wi, o);
       if (lane >= o) wi += t;
     }
     __syncwarp();
-    if (lane < kThreads / kWarp) scratch[lane] = wi - w;
-    if (lane == kWarp - 1) scratch[kThreads / kWarp] = wi;
+    if (lane < kBlockThreads / kWarp) scratch[lane] = wi - w;
+    if (lane == kWarp - 1) scratch[kBlockThreads / kWarp] = wi;
   }
   __syncthreads();
-  total = scratch[kThreads / kWarp];
+  total = scratch[kBlockThreads / kWarp];
   return scratch[warp] + inclusive - v;
 }
 
-// The selection over the scores written by qsa_score_kernel: one block.
-__global__ void __launch_bounds__(kThreads) qsa_select_kernel(const int32_t* positions, int ratio, int block_topk,
-                                                             const float* scores, int32_t* selected,
-                                                             int32_t* selected_count) {
-  __shared__ uint32_t histogram[256];
-  __shared__ uint32_t prefix, remaining;
-  __shared__ int scan_scratch[kThreads / kWarp + 1];
-  const int visible = positions[0] + 1, blocks = visible / ratio;
-  const int keep = min(block_topk, blocks);  // blocks kept before the tail
+// Radix select over count keys (key(i): order-preserving uint32) of the keep-th largest, 8 bits at a time
+// from the top. On return (all threads, after a barrier) prefix is that key and remaining the number of
+// keys equal to it that belong to the keep largest (the rest of them being larger). Every thread must call
+// it; histogram: 256 shared words; prefix, remaining: shared.
+template <class Key>
+__device__ __forceinline__ void radix_threshold(Key key, int count, int keep, uint32_t* histogram, uint32_t& prefix,
+                                                uint32_t& remaining) {
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-
-  // Radix select of the keep-th largest key, 8 bits at a time from the top.
   if (threadIdx.x == 0) {
     prefix = 0;
     remaining = static_cast<uint32_t>(keep);
@@ -112,9 +118,9 @@ __global__ void __launch_bounds__(kThreads) qsa_select_kernel(const int32_t* pos
     for (int i = threadIdx.x; i < 256; i += blockDim.x) histogram[i] = 0;
     __syncthreads();
     const uint32_t mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
-    for (int b = threadIdx.x; b < blocks; b += blockDim.x) {
-      const uint32_t key = order_key(scores[b]);
-      if ((key & mask) == (prefix & mask)) atomicAdd(&histogram[(key >> shift) & 0xffu], 1u);
+    for (int b = threadIdx.x; b < count; b += blockDim.x) {
+      const uint32_t k = key(b);
+      if ((k & mask) == (prefix & mask)) atomicAdd(&histogram[(k >> shift) & 0xffu], 1u);
     }
     __syncthreads();
     // The highest digit whose count from the top reaches `remaining` (as a walk down from digit 255 would
@@ -149,6 +155,21 @@ __global__ void __launch_bounds__(kThreads) qsa_select_kernel(const int32_t* pos
     }
     __syncthreads();
   }
+  __syncthreads();  // prefix and remaining as set by thread 0 when keep == 0
+}
+
+// The selection over the scores written by qsa_score_kernel: one block.
+__global__ void __launch_bounds__(kThreads) qsa_select_kernel(const int32_t* positions, int ratio, int block_topk,
+                                                             const float* scores, int32_t* selected,
+                                                             int32_t* selected_count) {
+  pdl_begin();
+  __shared__ uint32_t histogram[256];
+  __shared__ uint32_t prefix, remaining;
+  __shared__ int scan_scratch[kThreads / kWarp + 1];
+  const int visible = positions[0] + 1, blocks = visible / ratio;
+  const int keep = min(block_topk, blocks);  // blocks kept before the tail
+
+  radix_threshold([&](int b) { return order_key(scores[b]); }, blocks, keep, histogram, prefix, remaining);
   // prefix is the threshold key; `remaining` ties at it are kept, lowest block first. Each thread owns a
   // contiguous run of blocks; prefix sums over the runs give every kept block its output slot.
   const int per_thread = (blocks + blockDim.x - 1) / blockDim.x;
@@ -161,9 +182,9 @@ __global__ void __launch_bounds__(kThreads) qsa_select_kernel(const int32_t* pos
   }
   // Exclusive scans; ties become "ties this thread may keep" (the first `remaining` ties in block order).
   int ties_total = 0, kept_total = 0;
-  const int ties_before = block_exclusive_scan(ties, scan_scratch, ties_total);
+  const int ties_before = block_exclusive_scan<kThreads>(ties, scan_scratch, ties_total);
   int allowed = max(0, min(ties, static_cast<int>(remaining) - ties_before));
-  int slot = block_exclusive_scan(above + allowed, scan_scratch, kept_total);
+  int slot = block_exclusive_scan<kThreads>(above + allowed, scan_scratch, kept_total);
   if (threadIdx.x == 0) {
     const int tail = visible - blocks * ratio;
     for (int p = 0; p < tail; ++p) selected[kept_total * ratio + p] = blocks * ratio + p;
@@ -178,10 +199,74 @@ __global__ void __launch_bounds__(kThreads) qsa_select_kernel(const int32_t* pos
   }
 }
 
+constexpr int kRowThreads = 512;
+constexpr int kRowSmemBytes = 200 * 1024;  // the most dynamic shared memory a select-rows block takes
+
+// Many rows (prefill), one block of threads per row: the row's queries and its blocks' order keys in
+// shared memory, the scores of block_score and the radix select of qsa_select_kernel, written as the row's
+// bitmap (launch_qsa_select_rows).
+__global__ void __launch_bounds__(kRowThreads) qsa_select_rows_kernel(const float* queries, int heads, int dim,
+                                                                      const float* block_keys, const int32_t* positions,
+                                                                      int ratio, int block_topk, uint32_t* mask,
+                                                                      int mask_words) {
+  pdl_begin();
+  extern __shared__ float row_smem[];  // queries [heads * dim], then keys [blocks]
+  float* q = row_smem;
+  uint32_t* keys = reinterpret_cast<uint32_t*>(row_smem + heads * dim);
+  __shared__ uint32_t histogram[256];
+  __shared__ uint32_t prefix, remaining;
+  __shared__ int scan_scratch[kRowThreads / kWarp + 1];
+  const int row = blockIdx.x, lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int visible = positions[row] + 1, blocks = visible / ratio;
+  const int keep = min(block_topk, blocks);  // blocks kept before the tail
+
+  const float* row_q = queries + static_cast<size_t>(row) * heads * dim;
+  for (int i = threadIdx.x; i < heads * dim; i += kRowThreads) q[i] = row_q[i];
+  __syncthreads();
+  const float inv_sqrt_dim = rsqrtf(static_cast<float>(dim));
+  for (int b = warp; b < blocks; b += kRowThreads / kWarp) {
+    const float score = block_score(q, heads, dim, block_keys + static_cast<size_t>(b) * dim, lane);
+    if (lane == 0) keys[b] = order_key(score * inv_sqrt_dim);
+  }
+  __syncthreads();
+  radix_threshold([&](int b) { return keys[b]; }, blocks, keep, histogram, prefix, remaining);
+
+  // Words 0 .. blocks / 32 (bit `blocks` is the tail's block), a contiguous run of words per thread. Blocks
+  // above the threshold key are kept, and of those equal to it the first `remaining` in block order.
+  const auto word_bits = [&](int w, uint32_t& above, uint32_t& ties) {
+    above = ties = 0;
+    for (int j = 0, b = w * 32; j < 32 && b < blocks && keep > 0; ++j, ++b) {
+      above |= static_cast<uint32_t>(keys[b] > prefix) << j;
+      ties |= static_cast<uint32_t>(keys[b] == prefix) << j;
+    }
+  };
+  const int words = blocks / 32 + 1;
+  const int per_thread = (words + kRowThreads - 1) / kRowThreads;
+  const int w_begin = min(words, static_cast<int>(threadIdx.x) * per_thread), w_end = min(words, w_begin + per_thread);
+  int ties = 0;
+  for (int w = w_begin; w < w_end; ++w) {
+    uint32_t above, tie_bits;
+    word_bits(w, above, tie_bits);
+    ties += __popc(tie_bits);
+  }
+  int ties_total = 0;
+  const int ties_before = block_exclusive_scan<kRowThreads>(ties, scan_scratch, ties_total);
+  int allowed = max(0, min(ties, static_cast<int>(remaining) - ties_before));
+  uint32_t* row_mask = mask + static_cast<size_t>(row) * mask_words;
+  for (int w = w_begin; w < w_end; ++w) {
+    uint32_t bits, tie_bits;
+    word_bits(w, bits, tie_bits);
+    for (; tie_bits != 0 && allowed > 0; --allowed, tie_bits &= tie_bits - 1) bits |= tie_bits & (0u - tie_bits);
+    if (w == blocks / 32 && visible % ratio != 0) bits |= 1u << (blocks % 32);  // the incomplete tail block
+    row_mask[w] = bits;
+  }
+}
+
 // The block completed by the token at positions[0], if any (decode: one warp).
 __global__ void qsa_block_key_step_kernel(const float* raw_keys, const int32_t* positions, int ratio, int dim,
                                           const uint16_t* k_norm, float eps, int rotary_dim, const float* inv_freq,
                                           float* block_keys) {
+  pdl_begin();
   const int visible = positions[0] + 1;
   if (visible % ratio != 0) return;
   const int b = visible / ratio - 1, lane = threadIdx.x;
@@ -189,6 +274,7 @@ __global__ void qsa_block_key_step_kernel(const float* raw_keys, const int32_t* 
 }
 
 __global__ void qsa_append_key_kernel(const float* key, const int32_t* positions, int dim, float* raw_keys) {
+  pdl_begin();
   for (int i = threadIdx.x; i < dim; i += blockDim.x) raw_keys[static_cast<size_t>(positions[0]) * dim + i] = key[i];
 }
 
@@ -196,16 +282,15 @@ __global__ void qsa_append_key_kernel(const float* key, const int32_t* positions
 
 void launch_qsa_append_key(const float* key, const int32_t* positions, int32_t dim, float* raw_keys,
                            cudaStream_t stream) {
-  qsa_append_key_kernel<<<1, 128, 0, stream>>>(key, positions, dim, raw_keys);
-  IMP_CUDA_CHECK_LAUNCH();
+  launch_kernel(qsa_append_key_kernel, 1, 128, 0, stream, 1, key, positions, dim, raw_keys);
 }
 
 void launch_qsa_block_key_step(const float* raw_keys, const int32_t* positions, int32_t ratio, int32_t dim,
                                const uint16_t* k_norm, float eps, int32_t rotary_dim, const float* inv_freq,
                                float* block_keys, cudaStream_t stream) {
-  qsa_block_key_step_kernel<<<1, kWarp, 0, stream>>>(raw_keys, positions, ratio, dim, k_norm, eps, rotary_dim, inv_freq,
+  launch_kernel(qsa_block_key_step_kernel, 1, kWarp, 0, stream, 1,
+                raw_keys, positions, ratio, dim, k_norm, eps, rotary_dim, inv_freq,
                                                      block_keys);
-  IMP_CUDA_CHECK_LAUNCH();
 }
 
 void launch_qsa_block_keys(const float* raw_keys, int32_t first_block, int32_t last_block, int32_t ratio, int32_t dim,
@@ -214,18 +299,41 @@ void launch_qsa_block_keys(const float* raw_keys, int32_t first_block, int32_t l
   if (last_block <= first_block) return;
   constexpr int kWarpsPerBlock = 8;
   const int count = last_block - first_block;
-  qsa_block_keys_kernel<<<(count + kWarpsPerBlock - 1) / kWarpsPerBlock, kWarpsPerBlock * kWarp, 0, stream>>>(
+  launch_kernel(qsa_block_keys_kernel, (count + kWarpsPerBlock - 1) / kWarpsPerBlock, kWarpsPerBlock * kWarp, 0, stream, 1,
+
       raw_keys, first_block, last_block, ratio, dim, k_norm, eps, rotary_dim, inv_freq, block_keys);
-  IMP_CUDA_CHECK_LAUNCH();
 }
 
 void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const float* block_keys,
                        const int32_t* positions, int32_t ratio, int32_t block_topk, float* scores, int32_t* selected, int32_t* selected_count,
                        cudaStream_t stream) {
-  qsa_score_kernel<<<kScoreBlocks, kScoreThreads, 0, stream>>>(queries, heads, dim, block_keys, positions, ratio, scores);
-  IMP_CUDA_CHECK_LAUNCH();
-  qsa_select_kernel<<<1, kThreads, 0, stream>>>(positions, ratio, block_topk, scores, selected, selected_count);
-  IMP_CUDA_CHECK_LAUNCH();
+  launch_kernel(qsa_score_kernel, kScoreBlocks, kScoreThreads, 0, stream, 1,
+                queries, heads, dim, block_keys, positions, ratio, scores);
+  launch_kernel(qsa_select_kernel, 1, kThreads, 0, stream, 1,
+                positions, ratio, block_topk, scores, selected, selected_count);
+}
+
+int32_t qsa_select_rows_max_blocks(int32_t heads, int32_t dim) {
+  return kRowSmemBytes / static_cast<int32_t>(sizeof(float)) - heads * dim;
+}
+
+void launch_qsa_select_rows(const float* queries, int32_t rows, int32_t heads, int32_t dim, const float* block_keys,
+                            const int32_t* positions, int32_t max_blocks, int32_t ratio, int32_t block_topk,
+                            uint32_t* mask, int32_t mask_words, cudaStream_t stream) {
+  if (max_blocks < 0 || max_blocks > qsa_select_rows_max_blocks(heads, dim)) {
+    throw_invalid_launch("qsa select rows: more blocks than fit in shared memory");
+  }
+  if (mask_words < max_blocks / 32 + 1) throw_invalid_launch("qsa select rows: mask_words < max_blocks / 32 + 1");
+  if (rows <= 0) return;
+  static const bool ready = [] {
+    IMP_CUDA_CHECK(cudaFuncSetAttribute(qsa_select_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kRowSmemBytes));
+    return true;
+  }();
+  (void)ready;
+  const size_t bytes = (static_cast<size_t>(heads) * dim + static_cast<size_t>(max_blocks)) * sizeof(float);
+  launch_kernel(qsa_select_rows_kernel, rows, kRowThreads, bytes, stream, 1,
+                queries, heads, dim, block_keys, positions, ratio,
+                                                              block_topk, mask, mask_words);
 }
 
 }  // namespace imp::cuda

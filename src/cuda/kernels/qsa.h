@@ -1,4 +1,4 @@
-// QSA indexer selection for decode rows, the math of cpu::qsa_select:
+// QSA indexer selection (decode rows as token lists, prefill rows as block bitmaps), the math of cpu::qsa_select:
 //   block key b = RoPE_{pos 4b}( k_layernorm( mean(raw keys of tokens [r*b, r*b + r)) ) ), computed once per
 //   completed block into a block-key cache (launch_qsa_block_keys);
 //   score_b = sum_h relu(q_h . key_b) / sqrt(dim); keep the top `block_topk` blocks (ties: lower block) plus the
@@ -35,5 +35,20 @@ void launch_qsa_block_key_step(const float* raw_keys, const int32_t* positions, 
 void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const float* block_keys,
                        const int32_t* positions, int32_t ratio, int32_t block_topk, float* scores, int32_t* selected, int32_t* selected_count,
                        cudaStream_t stream);
+
+// Prefill: many rows in one launch, rows at positions[0 .. rows) (device, any order), queries [rows, heads,
+// dim] (normed, rotated). The same scores and top-k as launch_qsa_select (bit-identical scores, ties: lower
+// block), written as a selection bitmap per row: mask [rows, mask_words] (uint32 words, block j in word
+// j / 32, bit j % 32), with for a row at position p (visible = p + 1, blocks = visible / ratio):
+//   bit j, j < blocks:  block j (tokens [j*ratio, j*ratio + ratio)) is among the top min(block_topk, blocks);
+//   bit blocks:         set iff visible % ratio != 0 (the incomplete tail block, tokens [blocks*ratio, visible));
+//   bits > blocks:      zero within the word of bit `blocks`; later words are not written.
+// So the row's token set is exactly {s <= p : bit s / ratio set}, the list launch_qsa_select writes.
+// max_blocks >= every row's blocks (sizes the shared memory), at most qsa_select_rows_max_blocks(heads, dim);
+// mask_words >= max_blocks / 32 + 1. Callers with longer contexts keep the per-row launch_qsa_select.
+int32_t qsa_select_rows_max_blocks(int32_t heads, int32_t dim);
+void launch_qsa_select_rows(const float* queries, int32_t rows, int32_t heads, int32_t dim, const float* block_keys,
+                            const int32_t* positions, int32_t max_blocks, int32_t ratio, int32_t block_topk,
+                            uint32_t* mask, int32_t mask_words, cudaStream_t stream);
 
 }  // namespace imp::cuda

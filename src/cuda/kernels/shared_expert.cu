@@ -1,7 +1,9 @@
 #include "cuda/kernels/shared_expert.h"
 
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "cuda/kernels/device_math.cuh"
+#include "cuda/kernels/gemv_row.cuh"
 
 namespace imp::cuda {
 namespace {
@@ -9,6 +11,7 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void swiglu_kernel(const float* gate, const float* up, int in_stride, int inter, float* act) {
+  pdl_begin();
   const int row = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= inter) return;
   const float g = gate[static_cast<size_t>(row) * in_stride + i];
@@ -17,25 +20,61 @@ __global__ void swiglu_kernel(const float* gate, const float* up, int in_stride,
 
 __global__ void add_sigmoid_gated_kernel(const float* shared, const float* gate_logit, int logit_stride, int d,
                                          float* y) {
+  pdl_begin();
   const int row = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= d) return;
   const float gate = sigmoidf(gate_logit[static_cast<size_t>(row) * logit_stride]);
   y[static_cast<size_t>(row) * d + j] += gate * shared[static_cast<size_t>(row) * d + j];
 }
 
+// x[i] = silu(gate[i]) * up[i], computed where the GEMV reads it.
+struct SwigluX {
+  const float* gate;
+  const float* up;
+  __device__ __forceinline__ void operator()(int, int c, float (&xv)[8]) const {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float g = gate[c + i];
+      xv[i] = g * sigmoidf(g) * up[c + i];
+    }
+  }
+};
+
+// One warp per output n: v = y_experts[n] + sigmoid(gate_logit) * (W_down . swiglu)[n], then the
+// hyper-connection write stream[s * d + n] += inject[s] * v.
+__global__ void shared_expert_hc_write_kernel(const uint16_t* down, const float* proj, int inter, int d,
+                                              const float* y_experts, const float* inject, int streams, float* stream_row) {
+  pdl_begin();
+  const int n = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
+  if (n >= d) return;
+  float acc[1];
+  bf16_row_dots<1>(down + static_cast<size_t>(n) * inter, inter, SwigluX{proj, proj + inter}, acc);
+  if (threadIdx.x % kWarp != 0) return;
+  const float v = y_experts[n] + sigmoidf(proj[2 * inter]) * acc[0];
+  for (int s = 0; s < streams; ++s) stream_row[static_cast<size_t>(s) * d + n] += inject[s] * v;
+}
+
 }  // namespace
+
+void launch_shared_expert_hc_write(const uint16_t* down, const float* proj, int32_t inter, int32_t d,
+                                   const float* y_experts, const float* inject, int32_t streams, float* stream_row,
+                                   cudaStream_t stream) {
+  if (inter % 8 != 0) throw_invalid_launch("shared_expert_hc_write: intermediate size % 8 != 0");
+  launch_kernel(shared_expert_hc_write_kernel, (d + kThreads / kWarp - 1) / (kThreads / kWarp), kThreads, 0, stream, 1,
+      down, proj, inter, d, y_experts, inject, streams, stream_row);
+}
 
 void launch_swiglu(const float* gate, const float* up, int32_t in_stride, int32_t rows, int32_t inter, float* act,
                    cudaStream_t stream) {
-  swiglu_kernel<<<dim3((inter + kThreads - 1) / kThreads, rows), kThreads, 0, stream>>>(gate, up, in_stride, inter, act);
-  IMP_CUDA_CHECK_LAUNCH();
+  launch_kernel(swiglu_kernel, dim3((inter + kThreads - 1) / kThreads, rows), kThreads, 0, stream, 1,
+                gate, up, in_stride, inter, act);
 }
 
 void launch_add_sigmoid_gated(const float* shared, const float* gate_logit, int32_t logit_stride, int32_t rows,
                               int32_t d, float* y, cudaStream_t stream) {
-  add_sigmoid_gated_kernel<<<dim3((d + kThreads - 1) / kThreads, rows), kThreads, 0, stream>>>(shared, gate_logit,
+  launch_kernel(add_sigmoid_gated_kernel, dim3((d + kThreads - 1) / kThreads, rows), kThreads, 0, stream, 1,
+                shared, gate_logit,
                                                                                               logit_stride, d, y);
-  IMP_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace imp::cuda
