@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
-# Per-kernel times under Nsight Compute (one metric, the duration: one pass, no memory save and restore
-# per kernel, which made a full section set take seconds per kernel with the 4 GiB mapped PLE table) on a 4-layer slice of the full-scale shapes (3 GDN layers, 1 attention
-# layer with QSA, PLE on layer 2): which kernels a decode token (and, with PREFILL=N, a prompt chunk of N
-# tokens) spends its time in. Expects build/cuda/bin (carried); writes $OUT/ncu_decode.txt (and ncu_prefill.txt).
+# Per-kernel times under Nsight Compute on a 4-layer slice of the full-scale shapes (3 GDN layers, 1 attention
+# layer with QSA, PLE on layer 2): which kernels a decode token (and, with PREFILL=N, a prompt chunk of N tokens)
+# spends its time in. At the GPU's own clocks with warm caches, as in the decode graph; one metric, the duration
+# (one pass: a full section set saved and restored memory per kernel, seconds each with the 4 GiB mapped PLE
+# table). Expects build/cuda/bin (carried); writes $OUT/ncu_decode.txt (and ncu_prefill.txt).
 set -uo pipefail
 out=${OUT:-/tmp/imp_out}
 mkdir -p "$out"
 # cuBLAS from the toolkit on the machine (lib or lib64, whichever it has).
 export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib:${LD_LIBRARY_PATH:-}"
 # Dummy fills and the warm-up run come first; profile the kernels of the timed decode steps.
-ncu --metrics gpu__time_duration.sum --print-summary per-kernel --launch-skip ${NCU_SKIP:-400} --launch-count ${NCU_COUNT:-300} \
+ncu --metrics gpu__time_duration.sum --clock-control none --cache-control none --print-summary per-kernel --launch-skip ${NCU_SKIP:-400} --launch-count ${NCU_COUNT:-300} \
   build/cuda/bin/imp bench --dummy bench/configs/flash-next-4layers.json --backend cuda --pp 1 --tg 4 \
   --context ${CONTEXT:-1024} --runs 1 > "$out/ncu_decode.txt" 2>&1
 echo "ncu decode rc=$?"
 if [ -n "${PREFILL:-}" ]; then
   # Everything of one run (fills, warm-up and timed prefill): the per-kernel averages are what matter.
-  ncu --metrics gpu__time_duration.sum --print-summary per-kernel build/cuda/bin/imp bench --dummy bench/configs/flash-next-4layers.json \
+  ncu --metrics gpu__time_duration.sum --clock-control none --cache-control none --print-summary per-kernel build/cuda/bin/imp bench --dummy bench/configs/flash-next-4layers.json \
     --backend cuda --pp "$PREFILL" --tg 1 --context 1 --runs 1 > "$out/ncu_prefill.txt" 2>&1
   echo "ncu prefill rc=$?"
 fi

@@ -77,7 +77,6 @@ constexpr int kMaxGroup = 16;  // query heads sharing one block's K/V loads
 constexpr int kCols = (kMaxHeadDim + kThreads - 1) / kThreads;  // value columns per thread
 constexpr int kTargetBlocks = 132;  // H200 SMs: splits are chosen so the partial grid fills them once
 constexpr int kMaxSplits = 128;
-constexpr int kMinSplitTokens = 128;  // tokens per split when the selection bounds the tokens
 constexpr int kCombineThreads = 64;
 constexpr size_t kSharedLimit = 48 * 1024;
 
@@ -420,10 +419,6 @@ void launch_attention_decode(const KvPages& cache, const float* q, const float* 
   const int base_blocks = rows * kv_heads * chunks_per_kv;
   int splits = (kTargetBlocks + base_blocks - 1) / base_blocks;
   splits = splits < 1 ? 1 : (splits > max_splits_for_rows(rows) ? max_splits_for_rows(rows) : splits);
-  // With a QSA selection a row attends at most max_selected tokens: splits of at least kMinSplitTokens keep the
-  // partials (written, then read by the combine) few; measured at 66 splits of ~16 tokens, the partial and
-  // combine kernels took 21 + 14 us per decode layer.
-  if (selected != nullptr) splits = std::min(splits, std::max(1, (max_selected + kMinSplitTokens - 1) / kMinSplitTokens));
 
   PartialArgs a{cache, q, head_stride, positions, selected, selected_count, max_selected, heads, kv_heads, head_dim,
                 group_chunk, lanes, tile, splits, workspace,
