@@ -35,14 +35,18 @@ bool flash_attention_fits(int64_t head_dim) {
   return head_dim == 32 || head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
-// y = x . W^T for rows [first_row, first_row + rows) of a stacked weight, with fp32-grade activations.
-void gemm_rows(const DenseWeight& w, int64_t first_row, int64_t rows, const float* x, int32_t tokens, float* y,
-               PrefillWorkspace& ws, cudaStream_t stream) {
-  launch_gemm_bf16_split(x, w.data + first_row * w.cols, tokens, static_cast<int32_t>(rows), w.cols, y,
-                         ws.gemm_scratch.data(), stream);
+// fp32-grade activations for the GEMMs: x [tokens, k] as two bf16 terms, made once per input (valid until the
+// next split: they share the workspace's scratch).
+SplitActivations split(const float* x, int32_t tokens, int64_t k, PrefillWorkspace& ws, cudaStream_t stream) {
+  return launch_split_bf16(x, tokens, static_cast<int32_t>(k), ws.gemm_scratch.data(), stream);
 }
-void gemm(const DenseWeight& w, const float* x, int32_t tokens, float* y, PrefillWorkspace& ws, cudaStream_t stream) {
-  gemm_rows(w, 0, w.rows, x, tokens, y, ws, stream);
+// y = x . W^T for rows [first_row, first_row + rows) of a stacked weight.
+void gemm_rows(const DenseWeight& w, int64_t first_row, int64_t rows, const SplitActivations& x, float* y,
+               cudaStream_t stream) {
+  launch_gemm_bf16_split(x, w.data + first_row * w.cols, static_cast<int32_t>(rows), y, stream);
+}
+void gemm(const DenseWeight& w, const SplitActivations& x, float* y, cudaStream_t stream) {
+  gemm_rows(w, 0, w.rows, x, y, stream);
 }
 
 // Hyper-connection read of T rows (cpu::hyper_connection_read): x [T, d], inject [T, S] when present.
@@ -51,14 +55,12 @@ void hyper_connection_read(const model::ModelConfig& c, const HyperConnectionDev
   const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count);
   const int32_t width = S * d, rank = static_cast<int32_t>(c.hc_lowrank);
   launch_rms_norm(stream_rows, hc.norm.data, T, width, d, static_cast<float>(c.rms_norm_eps), ws.normed.data(), stream);
-  gemm_rows(hc.down_inject, 0, rank, ws.normed.data(), T, ws.low.data(), ws, stream);
-  launch_silu_div(ws.low.data(), static_cast<int64_t>(T) * rank, static_cast<float>(S), stream);
-  gemm_rows(hc.up, 0, width, ws.low.data(), T, ws.mix.data(), ws, stream);
+  // down and inject stacked: one GEMM into ws.mix (free until the up projection), then both activations.
+  const int32_t injects = hc.has_inject ? S : 0;
+  gemm_rows(hc.down_inject, 0, rank + injects, split(ws.normed.data(), T, width, ws, stream), ws.mix.data(), stream);
+  launch_hc_activations(ws.mix.data(), T, rank, injects, S, ws.low.data(), ws.inject.data(), stream);
+  gemm(hc.up, split(ws.low.data(), T, rank, ws, stream), ws.mix.data(), stream);
   launch_hc_mix(ws.mix.data(), ws.normed.data(), T, S, d, ws.x.data(), stream);
-  if (hc.has_inject) {
-    gemm_rows(hc.down_inject, rank, S, ws.normed.data(), T, ws.inject.data(), ws, stream);
-    launch_hc_inject(ws.inject.data(), T, S, stream);
-  }
 }
 
 void ple_block(const model::ModelConfig& c, const PleDevice& p, LayerStateDevice& state, PrefillWorkspace& ws,
@@ -67,8 +69,9 @@ void ple_block(const model::ModelConfig& c, const PleDevice& p, LayerStateDevice
   const float eps = static_cast<float>(c.rms_norm_eps);
   launch_ngram_ids(p.hash, ws.tokens.data(), T, state.ple_context.data(), ws.ple_ids.data(), stream);
   launch_ple_gather(p.table, ws.ple_ids.data(), T, static_cast<int32_t>(c.ngram_heads()), ws.ple_emb.data(), stream);
-  gemm_rows(p.key_value, 0, width, ws.ple_emb.data(), T, ws.ple_key.data(), ws, stream);
-  gemm_rows(p.key_value, width, d, ws.ple_emb.data(), T, ws.ple_value.data(), ws, stream);
+  const SplitActivations emb = split(ws.ple_emb.data(), T, c.ple_embed_dim, ws, stream);
+  gemm_rows(p.key_value, 0, width, emb, ws.ple_key.data(), stream);
+  gemm_rows(p.key_value, width, d, emb, ws.ple_value.data(), stream);
   launch_rms_norm(ws.ple_key.data(), p.norm_key.data, T, width, d, eps, ws.ple_key.data(), stream);
   launch_rms_norm(ws.stream.data(), p.norm_query.data, T, width, d, eps, ws.ple_query.data(), stream);
   launch_ple_gate(ws.ple_key.data(), ws.ple_query.data(), ws.ple_value.data(), T, S, d, ws.ple_gated.data(), stream);
@@ -82,10 +85,11 @@ void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, 
                      PrefillWorkspace& ws, int32_t T, cudaStream_t stream) {
   const GatedDeltaNetShape shape = gdn_shape(c);
   const int64_t conv = c.gdn_conv_dim(), vd = c.gdn_value_dim(), hv = c.linear_num_value_heads;
-  gemm_rows(g.in_proj, 0, conv, ws.x.data(), T, ws.mixed.data(), ws, stream);
-  gemm_rows(g.in_proj, conv, vd, ws.x.data(), T, ws.z.data(), ws, stream);
-  gemm_rows(g.in_proj, conv + vd, hv, ws.x.data(), T, ws.b.data(), ws, stream);
-  gemm_rows(g.in_proj, conv + vd + hv, hv, ws.x.data(), T, ws.a.data(), ws, stream);
+  const SplitActivations x = split(ws.x.data(), T, c.hidden_size, ws, stream);
+  gemm_rows(g.in_proj, 0, conv, x, ws.mixed.data(), stream);
+  gemm_rows(g.in_proj, conv, vd, x, ws.z.data(), stream);
+  gemm_rows(g.in_proj, conv + vd, hv, x, ws.b.data(), stream);
+  gemm_rows(g.in_proj, conv + vd + hv, hv, x, ws.a.data(), stream);
   if (chunked_gdn_fits(shape)) {
     launch_gdn_conv_prefill(shape, g.small, ws.mixed.data(), state.gdn_conv.data(), T, ws.conv_out.data(), stream);
     launch_gdn_chunked_prefill(shape, g.small, ws.conv_out.data(), ws.z.data(), ws.b.data(), ws.a.data(),
@@ -99,7 +103,7 @@ void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, 
                                 ws.core.data() + sz(t) * sz(vd), 1, stream);
     }
   }
-  gemm(g.out_proj, ws.core.data(), T, ws.y.data(), ws, stream);
+  gemm(g.out_proj, split(ws.core.data(), T, vd, ws, stream), ws.y.data(), stream);
 }
 
 void attention(const model::ModelConfig& c, const DeviceModel& model, const AttentionDevice& a, const KvCache& kv,
@@ -109,9 +113,10 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
   const int32_t hd = static_cast<int32_t>(c.head_dim), kv_width = kv_heads * hd, rot = static_cast<int32_t>(c.rotary_dim());
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t q_rows = int64_t{heads} * 2 * hd;
-  gemm_rows(a.in_proj, 0, q_rows, ws.x.data(), T, ws.qg.data(), ws, stream);
-  gemm_rows(a.in_proj, q_rows, kv_width, ws.x.data(), T, ws.k.data(), ws, stream);
-  gemm_rows(a.in_proj, q_rows + kv_width, kv_width, ws.x.data(), T, ws.v.data(), ws, stream);
+  const SplitActivations x = split(ws.x.data(), T, c.hidden_size, ws, stream);  // also for the indexer below
+  gemm_rows(a.in_proj, 0, q_rows, x, ws.qg.data(), stream);
+  gemm_rows(a.in_proj, q_rows, kv_width, x, ws.k.data(), stream);
+  gemm_rows(a.in_proj, q_rows + kv_width, kv_width, x, ws.v.data(), stream);
   const int32_t* positions = ws.positions.data();
   launch_head_norm_rope(ws.qg.data(), 2 * hd, a.q_norm.data, T, heads, hd, rot, positions, model.inv_freq(), eps, stream);
   launch_head_norm_rope(ws.k.data(), hd, a.k_norm.data, T, kv_heads, hd, rot, positions, model.inv_freq(), eps, stream);
@@ -127,8 +132,8 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
     const int32_t ih = static_cast<int32_t>(c.indexer_n_heads), id = static_cast<int32_t>(c.indexer_head_dim);
     const int32_t ratio = static_cast<int32_t>(c.indexer_compress_ratio);
     const int64_t index_first = q_rows + 2 * kv_width;
-    gemm_rows(a.in_proj, index_first, int64_t{ih} * id, ws.x.data(), T, ws.index_q.data(), ws, stream);
-    gemm_rows(a.in_proj, index_first + int64_t{ih} * id, id, ws.x.data(), T, ws.index_k.data(), ws, stream);
+    gemm_rows(a.in_proj, index_first, int64_t{ih} * id, x, ws.index_q.data(), stream);
+    gemm_rows(a.in_proj, index_first + int64_t{ih} * id, id, x, ws.index_k.data(), stream);
     IMP_CUDA_CHECK(cudaMemcpyAsync(state.index_keys.data() + sz(first) * sz(id), ws.index_k.data(),
                                    sz(T) * sz(id) * sizeof(float), cudaMemcpyDeviceToDevice, stream));
     launch_qsa_block_keys(state.index_keys.data(), static_cast<int32_t>(first / ratio), static_cast<int32_t>((first + T) / ratio),
@@ -173,7 +178,7 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
                               heads, kv_heads, hd, ws.attention_partials.data(), ws.core.data(), stream);
     }
   }
-  gemm(a.o_proj, ws.core.data(), T, ws.y.data(), ws, stream);
+  gemm(a.o_proj, split(ws.core.data(), T, int64_t{heads} * hd, ws, stream), ws.y.data(), stream);
 }
 
 // Bitmap words per row for sequences of up to max_context tokens: blocks 0 .. max_context / ratio.
@@ -185,7 +190,8 @@ void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeD
                int32_t T, cudaStream_t stream) {
   const int32_t experts = static_cast<int32_t>(c.num_experts), k = static_cast<int32_t>(c.num_experts_per_tok);
   const int32_t is = static_cast<int32_t>(c.shared_expert_intermediate_size), d = static_cast<int32_t>(c.hidden_size);
-  gemm_rows(m.in_proj, 0, experts, ws.x.data(), T, ws.logits_router.data(), ws, stream);
+  const SplitActivations x = split(ws.x.data(), T, d, ws, stream);  // also for the shared expert below
+  gemm_rows(m.in_proj, 0, experts, x, ws.logits_router.data(), stream);
   launch_router_topk(ws.logits_router.data(), T, experts, k, c.norm_topk_prob, ws.top_experts.data(), ws.top_weights.data(),
                      stream);
   // Everything resident: slot = expert id. NVFP4 slots: the grouped W4A16 GEMM (bf16 activations, as the
@@ -199,9 +205,9 @@ void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeD
     launch_expert_down(m.pool.data(), m.scales.data(), model.slot_layout(), ws.expert_act.data(), ws.top_experts.data(),
                        ws.top_weights.data(), T, k, ws.y.data(), stream);
   }
-  gemm_rows(m.in_proj, experts, 2 * is + 1, ws.x.data(), T, ws.shared.data(), ws, stream);
+  gemm_rows(m.in_proj, experts, 2 * is + 1, x, ws.shared.data(), stream);
   launch_swiglu(ws.shared.data(), ws.shared.data() + is, 2 * is + 1, T, is, ws.shared_act.data(), stream);
-  gemm(m.shared_down, ws.shared_act.data(), T, ws.shared_out.data(), ws, stream);
+  gemm(m.shared_down, split(ws.shared_act.data(), T, is, ws, stream), ws.shared_out.data(), stream);
   launch_add_sigmoid_gated(ws.shared_out.data(), ws.shared.data() + 2 * is, 2 * is + 1, T, d, ws.y.data(), stream);
 }
 
@@ -340,7 +346,7 @@ void enqueue_prefill_logits(const DeviceModel& model, PrefillWorkspace& ws, int3
   if (rows == 1) {
     launch_gemv_bf16(head.data, ws.x.data(), 1, head.rows, head.cols, logits, stream);
   } else {
-    gemm(head, ws.x.data(), rows, logits, ws, stream);
+    gemm(head, split(ws.x.data(), rows, c.hidden_size, ws, stream), logits, stream);
   }
 }
 

@@ -38,15 +38,17 @@ void run_case(int streams, int d, int rank, int rows) {
   std::vector<float> want_stream = stream;
   cpu::hyper_connection_write(config, y.data(), want_inject.data(), rows, want_stream.data());
 
-  DeviceBuffer<float> d_stream(stream), d_y(y), d_normed(stream.size()), d_low(static_cast<size_t>(rows) * rank),
-      d_mix(stream.size()), d_x(want_x.size()), d_inject(want_inject.size());
+  // down and inject stacked as the device model stores them (prefill: one projection, then both activations).
+  std::vector<uint16_t> stacked(down.bits);
+  stacked.insert(stacked.end(), inject.bits.begin(), inject.bits.end());
+  DeviceBuffer<uint16_t> d_stacked(stacked);
+  DeviceBuffer<float> d_stream(stream), d_y(y), d_normed(stream.size()), d_raw(static_cast<size_t>(rows) * (rank + streams)),
+      d_low(static_cast<size_t>(rows) * rank), d_mix(stream.size()), d_x(want_x.size()), d_inject(want_inject.size());
   launch_rms_norm(d_stream.data(), norm.device.data(), rows, width, d, 1e-6f, d_normed.data(), nullptr);
-  launch_gemv_bf16(down.device.data(), d_normed.data(), rows, rank, width, d_low.data(), nullptr);
-  launch_silu_div(d_low.data(), static_cast<int64_t>(rows) * rank, static_cast<float>(streams), nullptr);
+  launch_gemv_bf16(d_stacked.data(), d_normed.data(), rows, rank + streams, width, d_raw.data(), nullptr);
+  launch_hc_activations(d_raw.data(), rows, rank, streams, streams, d_low.data(), d_inject.data(), nullptr);
   launch_gemv_bf16(up.device.data(), d_low.data(), rows, width, rank, d_mix.data(), nullptr);
   launch_hc_mix(d_mix.data(), d_normed.data(), rows, streams, d, d_x.data(), nullptr);
-  launch_gemv_bf16(inject.device.data(), d_normed.data(), rows, streams, width, d_inject.data(), nullptr);
-  launch_hc_inject(d_inject.data(), rows, streams, nullptr);
   launch_hc_write(d_y.data(), d_inject.data(), rows, streams, d, d_stream.data(), nullptr);
 
   // fp32 both sides; sums over 10240 and 320 terms in other orders: 1e-5 of the scale.
@@ -54,10 +56,7 @@ void run_case(int streams, int d, int rank, int rows) {
   EXPECT_LE(max_rel_diff(d_inject.download(), want_inject), 1e-5);
   EXPECT_LE(max_rel_diff(d_stream.download(), want_stream), 1e-5);
 
-  // The fused decode read, row by row: down and inject stacked as the device model stores them.
-  std::vector<uint16_t> stacked(down.bits);
-  stacked.insert(stacked.end(), inject.bits.begin(), inject.bits.end());
-  DeviceBuffer<uint16_t> d_stacked(stacked);
+  // The fused decode read, row by row.
   DeviceBuffer<float> d_row(static_cast<size_t>(width)), d_low1(static_cast<size_t>(rank + streams)),
       d_inv(static_cast<size_t>(streams)), d_x1(static_cast<size_t>(d));
   for (int r = 0; r < rows; ++r) {

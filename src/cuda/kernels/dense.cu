@@ -41,9 +41,7 @@ __global__ void gemv_bf16_hc_write_kernel(const uint16_t* weight, const float* x
 
 template <int Rows>
 void launch_rows(const uint16_t* weight, const float* x, int32_t n, int32_t k, float* y, cudaStream_t stream) {
-  constexpr int kThreads = 256;
-  launch_kernel(gemv_bf16_kernel<Rows>, (n + kThreads / kWarp - 1) / (kThreads / kWarp), kThreads, 0, stream, 1,
-                weight, x, n, k, y);
+  launch_kernel(gemv_bf16_kernel<Rows>, gemv_blocks(n), kGemvThreads, 0, stream, 1, weight, x, n, k, y);
 }
 
 // One block per (row, group); groups are at most a few thousand wide.
@@ -135,9 +133,8 @@ void launch_gemv_bf16(const uint16_t* weight, const float* x, int32_t rows, int3
 void launch_gemv_bf16_hc_write(const uint16_t* weight, const float* x, int32_t n, int32_t k, const float* inject,
                                int32_t streams, float* stream_row, cudaStream_t stream) {
   if (k % 8 != 0) throw_invalid_launch("gemv_bf16_hc_write: K % 8 != 0");
-  constexpr int kThreads = 256;
-  launch_kernel(gemv_bf16_hc_write_kernel, (n + kThreads / kWarp - 1) / (kThreads / kWarp), kThreads, 0, stream, 1,
-      weight, x, n, k, inject, streams, stream_row);
+  launch_kernel(gemv_bf16_hc_write_kernel, gemv_blocks(n), kGemvThreads, 0, stream, 1, weight, x, n, k, inject, streams,
+                stream_row);
 }
 
 void launch_rms_norm(const float* x, const uint16_t* weight, int32_t rows, int32_t width, int32_t group, float eps,

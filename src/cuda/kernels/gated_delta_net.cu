@@ -203,9 +203,8 @@ void launch_gdn_in_proj_conv(const GatedDeltaNetShape& shape, const GatedDeltaNe
   if (shape.conv_kernel < 2 || k % 8 != 0 || n < shape.conv_channels()) {
     throw_invalid_launch("gdn in_proj + conv: kernel < 2, K % 8 != 0 or fewer outputs than conv channels");
   }
-  constexpr int kThreads = 256;
-  launch_kernel(gdn_in_proj_conv_kernel, (n + kThreads / kWarp - 1) / (kThreads / kWarp), kThreads, 0, stream, 1,
-      in_proj, x, n, k, w.conv1d, shape.conv_kernel, conv_state, shape.conv_channels(), y);
+  launch_kernel(gdn_in_proj_conv_kernel, gemv_blocks(n), kGemvThreads, 0, stream, 1, in_proj, x, n, k, w.conv1d,
+                shape.conv_kernel, conv_state, shape.conv_channels(), y);
 }
 
 void launch_gdn_recurrent_step(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,

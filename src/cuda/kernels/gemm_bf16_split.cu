@@ -24,17 +24,27 @@ __global__ void split_bf16_kernel(const float* x, size_t count, __nv_bfloat16* h
 
 }  // namespace
 
-void launch_gemm_bf16_split(const float* x, const uint16_t* weight, int32_t rows, int32_t n_out, int32_t k, float* y,
-                            float* scratch, cudaStream_t stream) {
-  if (rows == 0) return;
+SplitActivations launch_split_bf16(const float* x, int32_t rows, int32_t k, float* scratch, cudaStream_t stream) {
   const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(k);
   auto* hi = reinterpret_cast<__nv_bfloat16*>(scratch);
   __nv_bfloat16* lo = hi + count;
-  const size_t blocks = std::min<size_t>((count + kThreads - 1) / kThreads, 132 * 16);
-  split_bf16_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, count, hi, lo);
-  IMP_CUDA_CHECK_LAUNCH();
-  gemm_bf16_rows(reinterpret_cast<const uint16_t*>(hi), weight, rows, n_out, k, y, false, stream);
-  gemm_bf16_rows(reinterpret_cast<const uint16_t*>(lo), weight, rows, n_out, k, y, true, stream);
+  if (count > 0) {
+    const size_t blocks = std::min<size_t>((count + kThreads - 1) / kThreads, 132 * 16);
+    split_bf16_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, count, hi, lo);
+    IMP_CUDA_CHECK_LAUNCH();
+  }
+  return {reinterpret_cast<const uint16_t*>(hi), reinterpret_cast<const uint16_t*>(lo), rows, k};
+}
+
+void launch_gemm_bf16_split(const SplitActivations& x, const uint16_t* weight, int32_t n_out, float* y,
+                            cudaStream_t stream) {
+  gemm_bf16_rows(x.hi, weight, x.rows, n_out, x.k, y, false, stream);
+  gemm_bf16_rows(x.lo, weight, x.rows, n_out, x.k, y, true, stream);
+}
+
+void launch_gemm_bf16_split(const float* x, const uint16_t* weight, int32_t rows, int32_t n_out, int32_t k, float* y,
+                            float* scratch, cudaStream_t stream) {
+  launch_gemm_bf16_split(launch_split_bf16(x, rows, k, scratch, stream), weight, n_out, y, stream);
 }
 
 }  // namespace imp::cuda

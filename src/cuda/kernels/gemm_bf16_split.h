@@ -12,8 +12,20 @@
 
 namespace imp::cuda {
 
-// y [rows, n_out] = x [rows, k] . W^T (W bf16 bits [n_out, k] row-major, x and y fp32 row-major) with the split
-// activations. scratch: rows * k floats (it holds the two bf16 terms).
+// The two bf16 terms of x [rows, k] (fp32, row-major), made once for every GEMM that reads the same input.
+// They live in the caller's scratch (rows * k floats) until the next split into it.
+struct SplitActivations {
+  const uint16_t* hi = nullptr;
+  const uint16_t* lo = nullptr;
+  int32_t rows = 0, k = 0;
+};
+SplitActivations launch_split_bf16(const float* x, int32_t rows, int32_t k, float* scratch, cudaStream_t stream);
+
+// y [rows, n_out] = x . W^T (W bf16 bits [n_out, k] row-major, y fp32 row-major), from the split terms.
+void launch_gemm_bf16_split(const SplitActivations& x, const uint16_t* weight, int32_t n_out, float* y,
+                            cudaStream_t stream);
+
+// Both steps for a one-off input.
 void launch_gemm_bf16_split(const float* x, const uint16_t* weight, int32_t rows, int32_t n_out, int32_t k, float* y,
                             float* scratch, cudaStream_t stream);
 

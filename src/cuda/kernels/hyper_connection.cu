@@ -12,12 +12,22 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void silu_div_kernel(float* v, int64_t count, float inv_streams) {
+// raw [rows, rank + injects] (the stacked down/inject projection) -> low [rows, rank] = silu(v / S) and
+// inject [rows, injects] = 2 sigmoid(v / S).
+__global__ void hc_activations_kernel(const float* raw, int rows, int rank, int injects, float inv_streams, float* low,
+                                      float* inject) {
   pdl_begin();
+  const int width = rank + injects;
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= count) return;
-  const float x = v[i] * inv_streams;
-  v[i] = x * sigmoidf(x);
+  if (i >= static_cast<int64_t>(rows) * width) return;
+  const int64_t row = i / width;
+  const int col = static_cast<int>(i - row * width);
+  const float x = raw[i] * inv_streams;
+  if (col < rank) {
+    low[row * rank + col] = x * sigmoidf(x);
+  } else {
+    inject[row * injects + col - rank] = 2.0f * sigmoidf(x);
+  }
 }
 
 __global__ void hc_mix_kernel(const float* mix, const float* normed, int streams, int d, float* x) {
@@ -28,12 +38,6 @@ __global__ void hc_mix_kernel(const float* mix, const float* normed, int streams
   float sum = 0.0f;
   for (int s = 0; s < streams; ++s) sum += sigmoidf(mix[base + static_cast<size_t>(s) * d]) * normed[base + static_cast<size_t>(s) * d];
   x[static_cast<size_t>(row) * d + j] = sum * (1.0f / static_cast<float>(streams));
-}
-
-__global__ void hc_inject_kernel(float* inject, int count, float inv_streams) {
-  pdl_begin();
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < count) inject[i] = 2.0f * sigmoidf(inject[i] * inv_streams);
 }
 
 __global__ void hc_write_kernel(const float* y, const float* inject, int streams, int d, float* rows) {
@@ -204,21 +208,18 @@ void launch_hc_read_up_mix(const float* stream_row, const uint16_t* norm_weight,
                                                                                   rank, streams, d, x);
 }
 
-void launch_silu_div(float* v, int64_t count, float streams, cudaStream_t stream) {
-  launch_kernel(silu_div_kernel, static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads, 0, stream, 1,
-                v, count, 1.0f / streams);
+void launch_hc_activations(const float* raw, int32_t rows, int32_t rank, int32_t injects, int32_t streams, float* low,
+                           float* inject, cudaStream_t stream) {
+  const int64_t count = static_cast<int64_t>(rows) * (rank + injects);
+  if (count == 0) return;
+  launch_kernel(hc_activations_kernel, static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads, 0, stream, 1,
+                raw, rows, rank, injects, 1.0f / static_cast<float>(streams), low, inject);
 }
 
 void launch_hc_mix(const float* mix, const float* normed, int32_t rows, int32_t streams, int32_t d, float* x,
                    cudaStream_t stream) {
   launch_kernel(hc_mix_kernel, dim3((d + kThreads - 1) / kThreads, rows), kThreads, 0, stream, 1,
                 mix, normed, streams, d, x);
-}
-
-void launch_hc_inject(float* inject, int32_t rows, int32_t streams, cudaStream_t stream) {
-  const int count = rows * streams;
-  launch_kernel(hc_inject_kernel, (count + kThreads - 1) / kThreads, kThreads, 0, stream, 1,
-                inject, count, 1.0f / static_cast<float>(streams));
 }
 
 void launch_hc_write(const float* y, const float* inject, int32_t rows, int32_t streams, int32_t d, float* stream_rows,

@@ -1,8 +1,9 @@
-// Hyper-connection read and write for decode rows, the math of cpu::hyper_connection_read/_write:
+// Hyper-connection read and write on the GPU, the math of cpu::hyper_connection_read/_write:
 // read:  N = grouped (1+w) RMSNorm(H); l = silu((N W_down^T) / S); m = sigmoid(l W_up^T);
 //        x_j = mean_s m[s, j] * N[s, j]; inject_s = 2 sigmoid((N W_inject^T)_s / S)
 // write: H[s, j] += inject_s * y_j
-// The norm and the three projections run on the dense kernels; these are the element-wise steps.
+// Prefill runs the norm and the projections on the dense kernels and these element-wise steps; decode runs the
+// fused read kernels below and writes the streams from the output projections (dense.h, shared_expert.h).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -11,13 +12,13 @@
 
 namespace imp::cuda {
 
-// v = silu(v / streams), in place, [count].
-void launch_silu_div(float* v, int64_t count, float streams, cudaStream_t stream);
+// raw [rows, rank + injects] (the stacked down/inject projection of N) -> low [rows, rank] = silu(raw / S) and,
+// when injects = S, inject [rows, S] = 2 sigmoid(raw / S).
+void launch_hc_activations(const float* raw, int32_t rows, int32_t rank, int32_t injects, int32_t streams, float* low,
+                           float* inject, cudaStream_t stream);
 // x [rows, d] = mean over the S streams of sigmoid(mix) * normed; mix and normed [rows, S*d].
 void launch_hc_mix(const float* mix, const float* normed, int32_t rows, int32_t streams, int32_t d, float* x,
                    cudaStream_t stream);
-// inject [rows, S] = 2 sigmoid(inject / S), in place.
-void launch_hc_inject(float* inject, int32_t rows, int32_t streams, cudaStream_t stream);
 // Decode (one row), the whole read in two kernels instead of six:
 //   launch_hc_read_down: the grouped (1 + w) RMSNorm folded into the GEMV of down_inject [rank (+ S), S*d]
 //     (each output sums per group, then scales by the group's rsqrt), activations applied: low[i < rank] =
