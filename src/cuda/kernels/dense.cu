@@ -17,7 +17,7 @@ constexpr int kMaxRows = 8;
 
 template <int Rows>
 __global__ void gemv_bf16_kernel(const uint16_t* weight, const float* x, int n, int k, float* y) {
-  pdl_begin();
+  pdl_trigger();  // weights first: bf16_row_dots waits before it reads x
   const int row_n = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   if (row_n >= n) return;
   float acc[Rows];
@@ -30,7 +30,7 @@ __global__ void gemv_bf16_kernel(const uint16_t* weight, const float* x, int n, 
 // The projection's output goes straight into the hyper-connection streams (cpu::hyper_connection_write).
 __global__ void gemv_bf16_hc_write_kernel(const uint16_t* weight, const float* x, int n, int k, const float* inject,
                                           int streams, float* stream_row) {
-  pdl_begin();
+  pdl_trigger();  // weights first: bf16_row_dots waits before it reads x
   const int row_n = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   if (row_n >= n) return;
   float acc[1];

@@ -7,10 +7,16 @@ constexpr int kWarp = 32;
 
 // First statement of every kernel launched through launch_kernel (launch.h): wait for the previous grid in
 // the stream (complete, memory visible), then let the next grid start launching. No-ops without PDL.
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
 __device__ __forceinline__ void pdl_begin() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  pdl_wait();
+  pdl_trigger();
 }
+// Kernels that stream weights (which no earlier kernel writes) instead start with pdl_trigger(), issue their
+// first weight loads, and call pdl_wait() before they read anything an earlier kernel produced and before they
+// write anything: the weight stream then overlaps the previous kernel's tail. Every thread that reads or writes
+// activations waits first, so completion still orders the kernels along the stream.
 
 __device__ __forceinline__ float warp_sum(float v) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);

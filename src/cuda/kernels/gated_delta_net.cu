@@ -45,7 +45,7 @@ __global__ void gdn_conv_step_kernel(GatedDeltaNetShape shape, const uint16_t* c
 // each (one warp per output row, so every channel's state is touched once).
 __global__ void gdn_in_proj_conv_kernel(const uint16_t* weight, const float* x, int n, int k, const uint16_t* conv_w,
                                         int K, float* conv_state, int channels, float* y) {
-  pdl_begin();
+  pdl_trigger();  // weights first: bf16_row_dots waits before it reads x
   const int row_n = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   if (row_n >= n) return;
   float acc[1];

@@ -19,6 +19,7 @@ constexpr unsigned gemv_blocks(int rows) { return static_cast<unsigned>((rows + 
 // (in_proj 16480x2560: 3.55 TB/s; LM head 4.50 TB/s); 8 loads per lane, streaming (.cs) loads or 512-thread
 // blocks were up to 15% slower on the mid-size projections.
 
+// PDL: the first batch of weight loads goes out before pdl_wait(); load_x runs after it (see device_math.cuh).
 template <int Rows, class LoadX>
 __device__ __forceinline__ void bf16_row_dots(const uint16_t* row, int k, LoadX load_x, float (&acc)[Rows]) {
   const int lane = threadIdx.x % kWarp;
@@ -26,12 +27,17 @@ __device__ __forceinline__ void bf16_row_dots(const uint16_t* row, int k, LoadX 
   const int chunks = k / 8;
 #pragma unroll
   for (int r = 0; r < Rows; ++r) acc[r] = 0.0f;
-  for (int c0 = lane; c0 < chunks; c0 += kWarp * kGemvBatch) {
-    uint4 packed[kGemvBatch];
+  uint4 packed[kGemvBatch];
+  auto load_batch = [&](int c0) {
 #pragma unroll
     for (int b = 0; b < kGemvBatch; ++b) {
       if (c0 + b * kWarp < chunks) packed[b] = __ldg(w + c0 + b * kWarp);
     }
+  };
+  load_batch(lane);
+  pdl_wait();
+  for (int c0 = lane; c0 < chunks; c0 += kWarp * kGemvBatch) {
+    if (c0 != lane) load_batch(c0);
 #pragma unroll
     for (int b = 0; b < kGemvBatch; ++b) {
       const int c = 8 * (c0 + b * kWarp);

@@ -73,7 +73,7 @@ constexpr int kReadBatch = 8;  // 16-byte loads issued together per lane
 // warps to keep every SM busy (324 rows x 4 groups x 2 parts at the released shape).
 __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const uint16_t* w, int rows_out, int rank,
                                     int streams, int parts, int d, float eps, float* low, float* inv_rms) {
-  pdl_begin();
+  pdl_trigger();  // weights first; pdl_wait() before the stream is read (device_math.cuh)
   __shared__ float sa[kMaxStreams * 4], sb[kMaxStreams * 4];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int r = blockIdx.x, g = warp / parts, part = warp % parts;
@@ -89,6 +89,7 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
       const int c = c0 + i * kWarp;
       if (c < last) wv[i] = __ldg(reinterpret_cast<const uint4*>(row) + c);
     }
+    pdl_wait();  // returns at once after the first time
 #pragma unroll
     for (int i = 0; i < kReadBatch; ++i) {
       const int c = c0 + i * kWarp;
@@ -119,6 +120,7 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
   }
   __syncthreads();
   if (threadIdx.x != 0) return;
+  pdl_wait();  // before writing (this thread may have had no chunks)
   float value = 0.0f;
   for (int gg = 0; gg < streams; ++gg) {
     float ga = 0.0f, gb = 0.0f;
@@ -138,7 +140,7 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
 // over the lanes, all issued up front), then x[j] = mean_g sigmoid(dot_g) * normed[g, j].
 __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const float* inv_rms, const uint16_t* up,
                                       const float* low, int rank, int streams, int d, float* x) {
-  pdl_begin();
+  pdl_trigger();  // weights first; pdl_wait() before low and the stream are read
   const int lane = threadIdx.x % kWarp;
   const int j = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   if (j >= d) return;
@@ -154,6 +156,7 @@ __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const 
         wv[i] = __ldg(reinterpret_cast<const uint4*>(up + (static_cast<size_t>(g) * d + j) * rank) + (q - g * per_row));
       }
     }
+    pdl_wait();  // returns at once after the first time
 #pragma unroll
     for (int i = 0; i < kReadBatch; ++i) {
       const int q = q0 + i * kWarp;
@@ -177,6 +180,7 @@ __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const 
       }
     }
   }
+  pdl_wait();  // lanes without chunks too, before the stream is read and x written
   float sum = 0.0f;
 #pragma unroll
   for (int g = 0; g < kMaxStreams; ++g) {

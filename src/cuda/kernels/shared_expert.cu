@@ -44,7 +44,7 @@ struct SwigluX {
 // hyper-connection write stream[s * d + n] += inject[s] * v.
 __global__ void shared_expert_hc_write_kernel(const uint16_t* down, const float* proj, int inter, int d,
                                               const float* y_experts, const float* inject, int streams, float* stream_row) {
-  pdl_begin();
+  pdl_trigger();  // weights first: bf16_row_dots waits before it reads x
   const int n = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   if (n >= d) return;
   float acc[1];
