@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -45,6 +46,17 @@ inline double relative_error(const float* a, const float* b, int64_t n) {
     scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
   }
   return diff / scale;
+}
+
+// Every fixture folder the GPU tests run (relative to the repository root, where the tests run), sorted.
+inline std::vector<std::string> golden_fixture_dirs() {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator("tests/fixtures/golden")) {
+    if (std::filesystem::exists(entry.path() / "golden.json")) names.push_back(entry.path().string());
+  }
+  names.push_back("tests/fixtures/chat_tiny");
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace imp::testing_support

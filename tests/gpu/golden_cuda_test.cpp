@@ -30,16 +30,6 @@ constexpr double kTolerance = 2e-2;
 // At least 30 of 32 greedy choices; fixtures whose continuation stops early at EOS may miss at most 2 too.
 constexpr int kAllowedGreedyMisses = 2;
 
-std::vector<std::string> fixtures() {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator("tests/fixtures/golden")) {
-    if (fs::exists(entry.path() / "golden.json")) names.push_back(entry.path().string());
-  }
-  names.push_back("tests/fixtures/chat_tiny");
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 using imp::testing_support::relative_error;
 
 class GoldenCuda : public ::testing::TestWithParam<std::string> {};
@@ -88,7 +78,7 @@ TEST_P(GoldenCuda, MatchesHuggingFaceAndTheCpuEngine) {
               worst_hf, worst_cpu, matches, greedy.size());
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenCuda, ::testing::ValuesIn(fixtures()),
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenCuda, ::testing::ValuesIn(::imp::testing_support::golden_fixture_dirs()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return fs::path(info.param).filename().string();
                          });

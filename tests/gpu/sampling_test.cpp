@@ -208,16 +208,6 @@ TEST(GpuSampling, DISABLED_TimePerRowAtTheReleasedVocabulary) {
   cudaEventDestroy(end);
 }
 
-std::vector<std::string> fixtures() {
-  std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator("tests/fixtures/golden")) {
-    if (fs::exists(entry.path() / "golden.json")) names.push_back(entry.path().string());
-  }
-  names.push_back("tests/fixtures/chat_tiny");
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 class GpuSamplingEngine : public ::testing::TestWithParam<std::string> {};
 
 // Teacher-forced on the CPU engine's sampled tokens, 32 steps per options mix. At each step:
@@ -283,7 +273,7 @@ TEST_P(GpuSamplingEngine, SameSeedSameTokensOnCpuAndCuda) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, GpuSamplingEngine, ::testing::ValuesIn(fixtures()),
+INSTANTIATE_TEST_SUITE_P(Fixtures, GpuSamplingEngine, ::testing::ValuesIn(::imp::testing_support::golden_fixture_dirs()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return fs::path(info.param).filename().string();
                          });

@@ -26,6 +26,24 @@ __device__ __forceinline__ void keep_better(float& v, int& i, float ov, int oi) 
   }
 }
 
+// The block's best (value, index): the warps' bests meet in best_v / best_i; thread 0 ends with the block's best
+// in v / idx and in best_v[0] / best_i[0].
+__device__ __forceinline__ void block_best(float& v, int& idx, float* best_v, int* best_i) {
+  for (int o = kWarp / 2; o > 0; o /= 2) {
+    keep_better(v, idx, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, idx, o));
+  }
+  if (threadIdx.x % kWarp == 0) {
+    best_v[threadIdx.x / kWarp] = v;
+    best_i[threadIdx.x / kWarp] = idx;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kThreads / kWarp; ++w) keep_better(v, idx, best_v[w], best_i[w]);
+    best_v[0] = v;
+    best_i[0] = idx;
+  }
+}
+
 // Two stages in one launch: a cluster of kClusterBlocks blocks per row (one per SM), each reducing a
 // contiguous slice of the row; block rank 0 then merges the blocks' winners through distributed shared
 // memory. No scratch in global memory, so the launcher's signature and graph capture are unchanged.
@@ -50,19 +68,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
     keep_better(v, idx, d, i + 3 * kThreads);
   }
   for (; i < hi; i += kThreads) keep_better(v, idx, row[i], i);
-  for (int o = kWarp / 2; o > 0; o /= 2) {
-    keep_better(v, idx, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, idx, o));
-  }
-  if (threadIdx.x % kWarp == 0) {
-    best_v[threadIdx.x / kWarp] = v;
-    best_i[threadIdx.x / kWarp] = idx;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kThreads / kWarp; ++w) keep_better(v, idx, best_v[w], best_i[w]);
-    best_v[0] = v;
-    best_i[0] = idx;
-  }
+  block_best(v, idx, best_v, best_i);
   cluster.sync();  // every block's winner is in its best_v[0] / best_i[0]
   if (rank == 0 && threadIdx.x == 0) {
     for (int r = 1; r < kClusterBlocks; ++r) {
@@ -304,19 +310,7 @@ __global__ void __cluster_dims__(kClusterBlocks, 1, 1) __launch_bounds__(kThread
   float v = -INFINITY;
   int idx = INT_MAX;
   for (int i = row.lo + static_cast<int>(threadIdx.x); i < row.hi; i += kThreads) keep_better(v, idx, row.logits[i], i);
-  for (int o = kWarp / 2; o > 0; o /= 2) {
-    keep_better(v, idx, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, idx, o));
-  }
-  if (threadIdx.x % kWarp == 0) {
-    best_v[threadIdx.x / kWarp] = v;
-    best_i[threadIdx.x / kWarp] = idx;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kThreads / kWarp; ++w) keep_better(v, idx, best_v[w], best_i[w]);
-    best_v[0] = v;
-    best_i[0] = idx;
-  }
+  block_best(v, idx, best_v, best_i);
   cluster.sync();
   if (threadIdx.x == 0) {
     for (int r = 0; r < kClusterBlocks; ++r) {
