@@ -1,4 +1,5 @@
-// Throwaway A/B of decode GEMV load schemes (not part of the repo), timed as 20 back-to-back launches in a graph.
+// A/B of decode GEMV load schemes on the H200 (the source of bench/results/2026-11-29_gemv_load_schemes_ab.txt),
+// each timed as 20 back-to-back launches in a graph. Standalone: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a
 #include <cstdio>
 #include <cstdint>
 #include <vector>
