@@ -1,9 +1,9 @@
 // The grouped prefill expert kernels (launch_moe_prefill) against the CPU expert path (cpu::linear on
 // ExpertProjection views of checkpoint-layout bytes, SwiGLU rounded to bf16, weighted sum in choice order)
 // on fresh random experts and routes: NVFP4 and BF16 slots, released and fixture shapes, 1 / 37 / 300
-// tokens, slot ids above 256; realistic load (k = 10 over a 512-slot pool, ~80 pairs per used slot: tiles
-// near the 128-pair size) and skewed routing (one slot chosen by every token: > 256 pairs, several tiles;
-// one by every other token: just over 128; slots with exactly one pair). The workspace starts as NaN bytes,
+// tokens, slot ids above 256; realistic load (k = 10 over a 512-slot pool, ~80 pairs per used slot) and
+// skewed routing (one slot chosen by every token: > 256 pairs, many 64-pair tiles; one by every other token:
+// just over 128; slots with exactly one pair). The workspace starts as NaN bytes,
 // so a partial or act row the kernels forget to write shows up.
 #include <gtest/gtest.h>
 
@@ -167,12 +167,9 @@ void check_moe_prefill(model::SlotFormat format, int H, int I, int num_slots, in
                      num_slots, d_ws.data(), ws_bytes, d_y.data(), nullptr);
   IMP_CUDA_CHECK(cudaDeviceSynchronize());
   const auto got = d_y.download();
-  // Exact weights and bf16 inputs, fp32 sums in another order, and bf16 rounding flips of SwiGLU outputs
-  // (1 ulp = 2^-8 relative of one of I terms) where the two sums straddle a rounding boundary; the maximum
-  // over tokens x H outputs grows with the rows: 1.8e-3 measured at 300 tokens on the H200 (128-pair tiles),
-  // bound 3e-3 of the output scale. End to end the nvfp4 golden fixture stays at 1.0e-3 of HF's logits.
-  EXPECT_TRUE(std::all_of(got.begin(), got.end(), [](float v) { return std::isfinite(v); })) << "tokens " << tokens;
-  EXPECT_LE(max_rel_diff(got, want), 3e-3) << "tokens " << tokens << " H " << H << " I " << I;
+  // Exact weights and bf16 inputs, fp32 sums in another order, and a rare bf16 rounding flip of one SwiGLU
+  // output (1 ulp = 2^-8 relative of one of I terms): 1e-3 of the output scale, as the decode expert test.
+  EXPECT_LE(max_rel_diff(got, want), 1e-3) << "tokens " << tokens << " H " << H << " I " << I;
 
   // Deterministic: a second run gives identical bits.
   launch_moe_prefill(d_pool.data(), d_scales.data(), layout, d_x.data(), d_slots.data(), d_w.data(), tokens, k,
@@ -189,7 +186,7 @@ TEST(GpuMoePrefill, Nvfp4SlotsMatchCpuAtReleasedShapes) {
 TEST(GpuMoePrefill, Nvfp4SlotsRealisticLoadAtReleasedShapes) {
   check_moe_prefill(model::SlotFormat::kNvfp4, 2560, 640, 512, 128, 1024, 10);
 }
-// 257 tokens: one slot with 257 pairs (tiles 96 + 96 + 65), one with 129 (80 + 49), three with one pair.
+// 257 tokens: one slot with 257 pairs (five tiles), one with 129 (three), three with one pair.
 TEST(GpuMoePrefill, Nvfp4SlotsSkewedRoutingAtReleasedShapes) {
   check_moe_prefill(model::SlotFormat::kNvfp4, 2560, 640, 512, 40, 257, 10, Routing::kSkewed);
 }
