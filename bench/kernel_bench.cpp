@@ -1,6 +1,7 @@
 // Kernel microbenchmarks on the GPU machine: measured HBM copy bandwidth, and the effective read bandwidth
 // of the decode kernels at the released model's shapes (LM head GEMV, 48 layers of top-10 NVFP4 experts
-// from 512-slot pools with fresh random routing per layer). Prints one JSON object.
+// from 512-slot pools with fresh random routing per layer, the router), and the device sampler's time per
+// row at the released vocabulary. Prints one JSON object.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "cuda/kernels/dense.h"
 #include "cuda/kernels/moe_decode.h"
 #include "cuda/kernels/random_fill.h"
+#include "cuda/kernels/sampling.h"
 #include "cuda/memory/device_buffer.h"
 
 namespace {
@@ -187,6 +189,30 @@ int main() {
     IMP_CUDA_CHECK(cudaGraphExecDestroy(exec));
     IMP_CUDA_CHECK(cudaGraphDestroy(graph));
     IMP_CUDA_CHECK(cudaStreamDestroy(stream));
+  }
+  // Sampling one row of the released vocabulary (as the engine does per sampled token), by option mix.
+  {
+    constexpr int kVocab = 248320;
+    std::vector<float> logits(kVocab);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    for (float& v : logits) v = normal(rng);
+    DeviceBuffer<float> d_logits(logits);
+    DeviceBuffer<int32_t> token(1);
+    const std::tuple<const char*, imp::cuda::SampleParams> mixes[] = {
+        {"greedy", {0.0f, 0, 1.0f, 0.0f, 0.37}},
+        {"temperature", {1.0f, 0, 1.0f, 0.0f, 0.37}},
+        {"min_p", {1.0f, 0, 1.0f, 0.05f, 0.37}},
+        {"top_p", {0.7f, 0, 0.9f, 0.0f, 0.37}},
+        {"top_k_top_p", {0.8f, 50, 0.95f, 0.0f, 0.37}},
+        {"top_k_top_p_min_p", {0.6f, 40, 0.8f, 0.02f, 0.37}}};
+    for (const auto& [name, params] : mixes) {
+      DeviceBuffer<imp::cuda::SampleParams> d_params(std::vector<imp::cuda::SampleParams>{params});
+      const double ms = median_ms(1, 51, [&](int) {
+        imp::cuda::launch_sample_tokens(d_logits.data(), 1, kVocab, d_params.data(), token.data(), nullptr);
+      });
+      out["sample_tokens_248320"][name] = {{"us", ms * 1000.0}};
+    }
   }
   std::printf("%s\n", out.dump(2).c_str());
   return 0;

@@ -254,9 +254,7 @@ std::vector<std::vector<float>> CudaEngine::forward(std::span<const runtime::For
 }
 
 std::vector<runtime::ForwardResult> CudaEngine::forward_sampled(std::span<const runtime::ForwardRequest> batch) {
-  for (const runtime::ForwardRequest& request : batch) {
-    if (request.sampling) runtime::check_token_sampling(*request.sampling);  // before any sequence moves
-  }
+  runtime::check_token_sampling(batch);
   std::vector<runtime::ForwardResult> out;
   for (const runtime::ForwardRequest& request : batch) out.push_back(run_request(request, request.sampling.has_value()));
   return out;

@@ -76,16 +76,17 @@ std::map<std::string, BackendFactory>& backends() {
 
 }  // namespace
 
-void check_token_sampling(const TokenSampling& sampling) {
-  if (sampling.options.presence_penalty != 0.0f || sampling.options.frequency_penalty != 0.0f) {
-    fail("forward_sampled cannot apply presence/frequency penalties: request the logits and use runtime::Sampler");
+void check_token_sampling(std::span<const ForwardRequest> batch) {
+  for (const ForwardRequest& request : batch) {
+    if (request.sampling && (request.sampling->options.presence_penalty != 0.0f ||
+                             request.sampling->options.frequency_penalty != 0.0f)) {
+      fail("forward_sampled cannot apply presence/frequency penalties: request the logits and use runtime::Sampler");
+    }
   }
 }
 
 std::vector<ForwardResult> Engine::forward_sampled(std::span<const ForwardRequest> batch) {
-  for (const ForwardRequest& request : batch) {
-    if (request.sampling) check_token_sampling(*request.sampling);  // before any sequence moves
-  }
+  check_token_sampling(batch);
   std::vector<std::vector<float>> rows = forward(batch);
   const size_t vocab = static_cast<size_t>(config().vocab_size);
   std::vector<ForwardResult> out(batch.size());

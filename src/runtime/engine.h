@@ -34,8 +34,9 @@ struct ForwardRequest {
   std::optional<TokenSampling> sampling = std::nullopt;
 };
 
-// Throws imp::Error when `sampling` asks for what needs the logits row on the host (penalties).
-void check_token_sampling(const TokenSampling& sampling);
+// Throws imp::Error when a request's `sampling` asks for what needs the logits row on the host (penalties);
+// called before any sequence of the batch moves.
+void check_token_sampling(std::span<const ForwardRequest> batch);
 
 struct ForwardResult {
   std::vector<float> logits;  // as forward returns them; empty for a sampled request without all_logits

@@ -43,7 +43,6 @@ class Sampler {
   uint64_t take_draw() { return draws_++; }
 
   bool has_penalties() const { return options_.presence_penalty != 0.0f || options_.frequency_penalty != 0.0f; }
-  const SamplingOptions& options() const { return options_; }
 
  private:
   SamplingOptions options_;

@@ -174,40 +174,6 @@ TEST(GpuSampling, TiesAndNonFiniteLogits) {
   expect_same_tokens(vocab, logits, row_cases, us, "ties");
 }
 
-// Kernel time per row at the released vocabulary (one row per launch, as the engine samples), median of 50.
-// Timing, not a check (speed belongs to benchmarks): disabled by default; run with
-//   imp_gpu_tests --gtest_also_run_disabled_tests --gtest_filter='GpuSampling.DISABLED_*'
-// Measured on the H200 (0fc6090): 11 us greedy, 50-80 us temperature / min-p only, 136-191 us with top-p / top-k.
-TEST(GpuSampling, DISABLED_TimePerRowAtTheReleasedVocabulary) {
-  const int vocab = kReleasedVocab;
-  DeviceBuffer<float> d_logits(random_floats(static_cast<size_t>(vocab), 3.0f));
-  DeviceBuffer<int32_t> d_token(1);
-  cudaEvent_t begin, end;
-  ASSERT_EQ(cudaEventCreate(&begin), cudaSuccess);
-  ASSERT_EQ(cudaEventCreate(&end), cudaSuccess);
-  const Case timed[] = {{1.0f, 0, 1.0f, 0.0f}, {0.7f, 0, 0.9f, 0.0f}, {0.8f, 50, 0.95f, 0.0f}, {0.6f, 40, 0.8f, 0.02f},
-                        {1.0f, 0, 1.0f, 0.05f}, {0.0f, 0, 1.0f, 0.0f}};
-  for (const Case& c : timed) {
-    DeviceBuffer<SampleParams> d_params(std::vector<SampleParams>{params_of(c, 0.37)});
-    std::vector<float> ms;
-    for (int run = 0; run < 51; ++run) {
-      ASSERT_EQ(cudaEventRecord(begin, nullptr), cudaSuccess);
-      launch_sample_tokens(d_logits.data(), 1, vocab, d_params.data(), d_token.data(), nullptr);
-      ASSERT_EQ(cudaEventRecord(end, nullptr), cudaSuccess);
-      ASSERT_EQ(cudaEventSynchronize(end), cudaSuccess);
-      float t = 0.0f;
-      ASSERT_EQ(cudaEventElapsedTime(&t, begin, end), cudaSuccess);
-      if (run > 0) ms.push_back(t);  // run 0 warms up
-    }
-    std::sort(ms.begin(), ms.end());
-    const double us = ms[ms.size() / 2] * 1000.0;
-    std::printf("[sampling] vocab %d T %g top_k %lld top_p %g min_p %g: %.1f us per row\n", vocab, c.temperature,
-                static_cast<long long>(c.top_k), c.top_p, c.min_p, us);
-  }
-  cudaEventDestroy(begin);
-  cudaEventDestroy(end);
-}
-
 class GpuSamplingEngine : public ::testing::TestWithParam<std::string> {};
 
 // Teacher-forced on the CPU engine's sampled tokens, 32 steps per options mix. At each step:

@@ -1,7 +1,5 @@
 #include "cuda/kernels/attention_decode.h"
 
-#include <algorithm>
-
 #include <cfloat>
 
 #include "cuda/check.h"
@@ -437,7 +435,6 @@ void launch_attention_decode(const KvPages& cache, const float* q, const float* 
       launch_partial_d<false, 1>(d, a, grid, shared, stream);
     }
   }
-  IMP_CUDA_CHECK_LAUNCH();
   const dim3 combine_grid((head_dim + kCombineThreads - 1) / kCombineThreads, heads, rows);
   launch_kernel(attention_decode_combine_kernel, combine_grid, kCombineThreads, 0, stream, 1,
                 gate, head_stride, heads, head_dim, splits,

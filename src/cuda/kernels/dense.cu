@@ -127,7 +127,6 @@ void launch_gemv_bf16(const uint16_t* weight, const float* x, int32_t rows, int3
     case 7: launch_rows<7>(weight, x, n, k, y, stream); break;
     default: launch_rows<8>(weight, x, n, k, y, stream); break;
   }
-  IMP_CUDA_CHECK_LAUNCH();
 }
 
 void launch_gemv_bf16_hc_write(const uint16_t* weight, const float* x, int32_t n, int32_t k, const float* inject,
@@ -148,7 +147,6 @@ void launch_rms_norm(const float* x, const uint16_t* weight, int32_t rows, int32
     const int threads = group >= 1024 ? 1024 : (group + kWarp - 1) / kWarp * kWarp;
     launch_kernel(rms_norm_kernel, items, threads, 0, stream, 1, x, weight, width, group, eps, y);
   }
-  IMP_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace imp::cuda

@@ -495,7 +495,6 @@ void launch_router_topk(const float* logits, int32_t rows, int32_t experts, int3
     launch_kernel(router_topk_kernel<16>, rows, kRouterThreads, 0, stream, 1,
                   logits, experts, k, renormalize, top_experts, top_weights);
   }
-  IMP_CUDA_CHECK_LAUNCH();
 }
 
 void launch_expert_gate_up(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
