@@ -1,6 +1,6 @@
 // Kernel microbenchmarks on the GPU machine: measured HBM copy bandwidth, and the effective read bandwidth
 // of the decode kernels at the released model's shapes (LM head GEMV, 48 layers of top-10 NVFP4 experts
-// from 512-slot pools with fresh random routing per layer, the router), and the device sampler's time per
+// from 512-slot pools with fresh random routing per layer, the router, the decode MoE unfused and fused), and the device sampler's time per
 // row at the released vocabulary. Prints one JSON object.
 #include <cuda_runtime.h>
 
@@ -18,7 +18,10 @@
 #include "cuda/kernels/moe_decode.h"
 #include "cuda/kernels/random_fill.h"
 #include "cuda/kernels/sampling.h"
+#include "cuda/kernels/shared_expert.h"
+#include "cuda/launch.h"
 #include "cuda/memory/device_buffer.h"
+#include "l2_prefetch_probe.h"
 
 namespace {
 
@@ -161,12 +164,41 @@ int main() {
     });
     out["router_512_top10_48_graph"] = {{"ms", router_ms}, {"us_per_launch", router_ms * 1000 / layers}};
 
-    // The decode MoE path as forward.cpp runs it: per layer router -> gate/up -> down (choices from the router),
-    // 48 layers in one graph. Bytes: the chosen experts' slots.
-    cudaGraph_t moe_graph;
-    cudaGraphExec_t moe_exec;
-    IMP_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+    // The decode MoE after its input projection, 48 layers in one graph with programmatic dependent launch (as
+    // the decode step runs), two ways in the same run: the unfused kernels (router -> gate/up -> down, then
+    // the shared expert written into the streams) and the fused pair forward.cpp runs for NVFP4 slots (router
+    // inside gate/up, which asks L2 for the down weights; down + shared expert + stream write). Bytes: the
+    // chosen experts' slots and the shared expert's down projection.
+    const int shared_inter = 640, streams = 4;
+    std::vector<DeviceBuffer<uint16_t>> shared_down;
     for (int l = 0; l < layers; ++l) {
+      shared_down.emplace_back(static_cast<size_t>(H) * shared_inter);
+      imp::cuda::launch_fill_random_bytes(reinterpret_cast<uint8_t*>(shared_down.back().data()),
+                                          shared_down.back().size() * 2, 300 + l, 0x00, 0x3c, nullptr);
+    }
+    std::vector<float> host_proj(2 * shared_inter + 1, 0.25f), host_inject(streams, 1.0f);
+    DeviceBuffer<float> shared_proj(host_proj), inject(host_inject), stream_row(static_cast<size_t>(streams) * H);
+    IMP_CUDA_CHECK(cudaMemset(stream_row.data(), 0, stream_row.size() * sizeof(float)));
+    const double moe_bytes = bytes + static_cast<double>(layers) * H * shared_inter * 2;
+    auto graph_ms_of = [&](auto&& enqueue_layer) {
+      cudaGraph_t g;
+      cudaGraphExec_t e;
+      IMP_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+      {
+        const imp::cuda::PdlScope pdl;
+        for (int l = 0; l < layers; ++l) enqueue_layer(l);
+      }
+      IMP_CUDA_CHECK(cudaStreamEndCapture(stream, &g));
+      IMP_CUDA_CHECK(cudaGraphInstantiate(&e, g, 0));
+      const double ms = median_ms(2, 9, [&](int) {
+        IMP_CUDA_CHECK(cudaGraphLaunch(e, stream));
+        IMP_CUDA_CHECK(cudaStreamSynchronize(stream));
+      });
+      IMP_CUDA_CHECK(cudaGraphExecDestroy(e));
+      IMP_CUDA_CHECK(cudaGraphDestroy(g));
+      return ms;
+    };
+    const double unfused_ms = graph_ms_of([&](int l) {
       int32_t* chosen = top_experts.data() + static_cast<size_t>(l) * k;
       float* chosen_w = top_weights.data() + static_cast<size_t>(l) * k;
       imp::cuda::launch_router_topk(logits.data() + static_cast<size_t>(l) * experts, 1, experts, k, true, chosen, chosen_w,
@@ -174,21 +206,41 @@ int main() {
       imp::cuda::launch_expert_gate_up(pools[l].data(), scales.data(), layout, x.data(), chosen, 1, k, act.data(), stream);
       imp::cuda::launch_expert_down(pools[l].data(), scales.data(), layout, act.data(), chosen, chosen_w, 1, k, y.data(),
                                     stream);
-    }
-    IMP_CUDA_CHECK(cudaStreamEndCapture(stream, &moe_graph));
-    IMP_CUDA_CHECK(cudaGraphInstantiate(&moe_exec, moe_graph, 0));
-    const double moe_ms = median_ms(2, 9, [&](int) {
-      IMP_CUDA_CHECK(cudaGraphLaunch(moe_exec, stream));
-      IMP_CUDA_CHECK(cudaStreamSynchronize(stream));
+      imp::cuda::launch_shared_expert_hc_write(shared_down[l].data(), shared_proj.data(), shared_inter, H, y.data(),
+                                               inject.data(), streams, stream_row.data(), stream);
     });
-    out["moe_decode_48_layers_router_experts_graph"] = {{"ms", moe_ms}, {"GBps", bytes / (moe_ms * 1e6)}};
-    IMP_CUDA_CHECK(cudaGraphExecDestroy(moe_exec));
-    IMP_CUDA_CHECK(cudaGraphDestroy(moe_graph));
+    const double fused_ms = graph_ms_of([&](int l) {
+      int32_t* chosen = top_experts.data() + static_cast<size_t>(l) * k;
+      float* chosen_w = top_weights.data() + static_cast<size_t>(l) * k;
+      imp::cuda::launch_moe_decode_gate_up(pools[l].data(), scales.data(), layout, x.data(),
+                                           logits.data() + static_cast<size_t>(l) * experts, experts, k, true,
+                                           {shared_down[l].data(), static_cast<uint64_t>(H) * shared_inter * 2}, act.data(),
+                                           chosen, chosen_w, stream);
+      imp::cuda::launch_moe_decode_down_hc_write(pools[l].data(), scales.data(), layout, act.data(), chosen, chosen_w, k,
+                                                 shared_down[l].data(), shared_proj.data(), shared_inter, inject.data(),
+                                                 streams, stream_row.data(), stream);
+    });
+    out["moe_decode_48_layers_graph"] = {
+        {"unfused_ms", unfused_ms}, {"unfused_GBps", moe_bytes / (unfused_ms * 1e6)},
+        {"fused_ms", fused_ms},     {"fused_GBps", moe_bytes / (fused_ms * 1e6)},
+        {"fused_speedup", unfused_ms / fused_ms}};
     IMP_CUDA_CHECK(cudaGraphExecDestroy(router_exec));
     IMP_CUDA_CHECK(cudaGraphDestroy(router_graph));
     IMP_CUDA_CHECK(cudaGraphExecDestroy(exec));
     IMP_CUDA_CHECK(cudaGraphDestroy(graph));
     IMP_CUDA_CHECK(cudaStreamDestroy(stream));
+  }
+  // L2 prefetch ahead of a GEMV (bench/l2_prefetch_probe.cu).
+  {
+    const imp::bench::L2ProbeResult r = imp::bench::l2_prefetch_probe();
+    out["l2_prefetch_gemv_2560x6144"] = {{"bytes", r.gemv_bytes},
+                                         {"cold_us", r.cold_us},
+                                         {"warm_us", r.warm_us},
+                                         {"after_bulk_prefetch_us", r.bulk_prefetch_us},
+                                         {"after_line_prefetch_us", r.line_prefetch_us},
+                                         {"after_touch_us", r.touch_us},
+                                         {"spin_then_gemv_us", r.pattern_plain_us},
+                                         {"spin_prefetching_then_gemv_us", r.pattern_prefetch_us}};
   }
   // Sampling one row of the released vocabulary (as the engine does per sampled token), by option mix.
   {

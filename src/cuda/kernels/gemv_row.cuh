@@ -73,4 +73,17 @@ struct PlainX {
   }
 };
 
+// x[i] = silu(gate[i]) * up[i], computed where the GEMV reads it.
+struct SwigluX {
+  const float* gate;
+  const float* up;
+  __device__ __forceinline__ void operator()(int, int c, float (&xv)[8]) const {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float g = gate[c + i];
+      xv[i] = g * sigmoidf(g) * up[c + i];
+    }
+  }
+};
+
 }  // namespace imp::cuda

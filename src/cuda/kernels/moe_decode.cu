@@ -8,6 +8,8 @@
 #include "cuda/launch.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
+#include "cuda/kernels/gemv_row.cuh"
+#include "cuda/kernels/l2_prefetch.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -302,18 +304,15 @@ __device__ __forceinline__ float quad_sum(float v) {
 constexpr int kGateUpWarps = 8;  // each: gate and up over a slice of the supertiles
 constexpr int kGateUpChunk = kStageUnits / 2;
 
-// Block: one (row, choice) task and one strip of 16 intermediate rows, gate and up together (warp w takes
-// supertiles [w*per, (w+1)*per) of both, so each x element is loaded once per warp). No block barrier before
-// the weight loads: x is read straight from global memory (L1/L2-resident) by the lanes that feed it.
-__global__ void __launch_bounds__(kGateUpWarps * kWarp, 4)
-    expert_gate_up_kernel(const uint8_t* pool, const model::SlotScales* scales, model::ExpertSlotLayout layout,
-                          const float* x, const int32_t* slots, int k, uint16_t* act) {
-  pdl_begin();
-  extern __shared__ __align__(16) uint8_t stage[];  // [warps][kWarpStageBytes]
+// One block's work of the gate/up kernels: strip `strip` (16 intermediate rows) of slot `slot`'s gate and up
+// times x_row, SwiGLU, into act_row (warp w takes supertiles [w*per, (w+1)*per) of both, so each x element is
+// loaded once per warp). No block barrier before the weight loads: x is read straight from global memory
+// (L1/L2-resident) by the lanes that feed it.
+__device__ __forceinline__ void gate_up_strip(const uint8_t* pool, const model::SlotScales* scales,
+                                              const model::ExpertSlotLayout& layout, const float* x_row, int slot,
+                                              int strip, uint8_t* stage, uint16_t* act_row) {
   __shared__ float partial[kGateUpWarps][2][16];
-  const int task = blockIdx.y, strip = blockIdx.x, row = task / k;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int slot = slots[task];
   const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
   const int supertiles = layout.gate.supertiles(), per = (supertiles + kGateUpWarps - 1) / kGateUpWarps;
   const int st_begin = min(supertiles, warp * per), st_end = min(supertiles, st_begin + per);
@@ -323,8 +322,8 @@ __global__ void __launch_bounds__(kGateUpWarps * kWarp, 4)
   const uint8_t* const unit_scales[2] = {base + layout.gate.scales + strip_offset * kUnitScaleBytes,
                                          base + layout.up.scales + strip_offset * kUnitScaleBytes};
   float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
-  strip_dot<2, kGateUpChunk, true>(codes, unit_scales, st_begin, st_end, x + static_cast<size_t>(row) * layout.hidden,
-                                   layout.hidden, stage + warp * kWarpStageBytes, acc);
+  strip_dot<2, kGateUpChunk, true>(codes, unit_scales, st_begin, st_end, x_row, layout.hidden,
+                                   stage + warp * kWarpStageBytes, acc);
 #pragma unroll
   for (int p = 0; p < 2; ++p) {
     acc[p][0] = quad_sum(acc[p][0]);
@@ -348,47 +347,248 @@ __global__ void __launch_bounds__(kGateUpWarps * kWarp, 4)
     up *= s.up * kScaleFold;
     const float h = gate / (1.0f + __expf(-gate)) * up;
     const __nv_bfloat16 hb = __float2bfloat16_rn(h);
-    act[static_cast<size_t>(task) * layout.padded_intermediate + 16 * strip + threadIdx.x] =
-        *reinterpret_cast<const uint16_t*>(&hb);
+    act_row[16 * strip + threadIdx.x] = *reinterpret_cast<const uint16_t*>(&hb);
   }
+}
+
+// Block: one (row, choice) task and one strip of 16 intermediate rows, gate and up together.
+__global__ void __launch_bounds__(kGateUpWarps * kWarp, 4)
+    expert_gate_up_kernel(const uint8_t* pool, const model::SlotScales* scales, model::ExpertSlotLayout layout,
+                          const float* x, const int32_t* slots, int k, uint16_t* act) {
+  pdl_begin();
+  extern __shared__ __align__(16) uint8_t stage[];  // [warps][kWarpStageBytes]
+  const int task = blockIdx.y, row = task / k;
+  gate_up_strip(pool, scales, layout, x + static_cast<size_t>(row) * layout.hidden, slots[task], blockIdx.x, stage,
+                act + static_cast<size_t>(task) * layout.padded_intermediate);
+}
+
+// The router of one row, computed by one warp of every block that needs the choice, so the decode step has
+// no router launch. The same keys, order and softmax as
+// router_topk_kernel (the softmax sums combine in another order: weights may differ in the last bits). Lane
+// j < k returns choice j (k <= 32). The logits are read through L2 (__ldcg): they come from the previous kernel.
+template <int kPer>  // experts per lane: experts <= 32 * kPer
+__device__ __forceinline__ void warp_router(const float* logits, int experts, int k, bool renormalize, int& expert,
+                                            float& weight) {
+  const int lane = threadIdx.x % kWarp;
+  float v[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int e = lane + i * kWarp;
+    v[i] = e < experts ? __ldcg(logits + e) : 0.0f;
+  }
+  float m = -INFINITY, s = 0.0f;
+  uint64_t best = 0;  // 0: no key
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const int e = lane + i * kWarp;
+    if (e < experts) {
+      m = fmaxf(m, v[i]);
+      const uint64_t key = router_key(v[i], e);
+      best = key > best ? key : best;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    if (lane + i * kWarp < experts) s += expf(v[i] - m);
+  }
+  for (int o = kWarp / 2; o > 0; o /= 2) {
+    softmax_combine(m, s, __shfl_xor_sync(kFull, m, o), __shfl_xor_sync(kFull, s, o));
+  }
+  uint64_t mine = 0;
+  for (int j = 0; j < k; ++j) {
+    const uint32_t hi = __reduce_max_sync(kFull, static_cast<uint32_t>(best >> 32));
+    const uint32_t lo = __reduce_max_sync(kFull, static_cast<uint32_t>(best >> 32) == hi ? static_cast<uint32_t>(best) : 0u);
+    const uint64_t win = (static_cast<uint64_t>(hi) << 32) | lo;
+    if (lane == j) mine = win;
+    if (win != 0 && best == win) {  // the winner's lane: the next best of its keys (all distinct)
+      best = 0;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        const int e = lane + i * kWarp;
+        const uint64_t key = e < experts ? router_key(v[i], e) : 0;
+        best = key < win && key > best ? key : best;
+      }
+    }
+  }
+  const float p = lane < k ? expf(key_logit(mine) - m) / s : 0.0f;
+  const float total = warp_sum(p);
+  expert = lane < k ? key_expert(mine) : 0;
+  weight = renormalize ? p / total : p;
+}
+
+// Fused decode (one row): the router, then the gate/up block of the block's choice. Block (strip, choice j)
+// also asks L2 for its share of choice j's down projection and of the shared expert's (the next kernel's
+// weights), so they arrive while this kernel waits on its own loads.
+template <int kPer>
+__global__ void __launch_bounds__(kGateUpWarps * kWarp, 4)
+    moe_decode_gate_up_kernel(const uint8_t* pool, const model::SlotScales* scales, model::ExpertSlotLayout layout,
+                              const float* x, const float* logits, int experts, int k, bool renormalize, uint16_t* act,
+                              int32_t* top_experts, float* top_weights, L2Prefetch shared_down) {
+  // Wait, then trigger: the down kernel starts only when every block here has waited, i.e. after the input
+  // projection has completed.
+  pdl_begin();
+  extern __shared__ __align__(16) uint8_t stage[];  // [warps][kWarpStageBytes]
+  __shared__ int chosen;
+  const int j = blockIdx.y;
+  if (threadIdx.x < kWarp) {  // one warp routes (every warp would cost ~8 us of issue slots per layer)
+    int expert = 0;
+    float weight = 0.0f;
+    warp_router<kPer>(logits, experts, k, renormalize, expert, weight);
+    if (static_cast<int>(threadIdx.x) == j) chosen = expert;  // everything resident: slot = expert id
+    if (blockIdx.x == 0 && j == 0 && static_cast<int>(threadIdx.x) < k) {
+      top_experts[threadIdx.x] = expert;
+      top_weights[threadIdx.x] = weight;
+    }
+  }
+  __syncthreads();
+  const int slot = chosen;
+  const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
+  l2_prefetch_share({base + layout.down.codes, layout.down.code_bytes()}, blockIdx.x, gridDim.x);
+  l2_prefetch_share({base + layout.down.scales, layout.down.scale_bytes()}, blockIdx.x, gridDim.x);
+  l2_prefetch_share(shared_down, blockIdx.y * gridDim.x + blockIdx.x, gridDim.x * gridDim.y);
+  gate_up_strip(pool, scales, layout, x, slot, blockIdx.x, stage,
+                act + static_cast<size_t>(j) * layout.padded_intermediate);
 }
 
 constexpr int kMaxTopK = 16;
 constexpr int kDownChunk = kStageUnits;
 
-// Down and combine, fused. Block: one strip of 16 output rows of one token row; warp j computes choice j
-// (all of I, kDownChunk supertiles per batch), scales it by its routing weight, and the block sums the k
-// choices in choice order in shared memory and writes y directly: deterministic, no partial buffer.
-__global__ void __launch_bounds__(kMaxTopK * kWarp)
-    expert_down_kernel(const uint8_t* pool, const model::SlotScales* scales, model::ExpertSlotLayout layout,
-                       const uint16_t* act, const int32_t* slots, const float* weights, int k, float* y) {
-  pdl_begin();
-  extern __shared__ __align__(16) uint8_t stage[];  // [k][kWarpStageBytes]
-  __shared__ float partial[kMaxTopK][16];
-  const int strip = blockIdx.x, row = blockIdx.y, j = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  const int task = row * k + j;
-  const int slot = slots[task];
+// Warp j's share of a down block: choice j's down projection of strip `strip` (16 output rows, all of I in
+// batches of kDownChunk supertiles) times act_row, scaled by its routing weight, into partial[0..16).
+__device__ __forceinline__ void down_strip(const uint8_t* pool, const model::SlotScales* scales,
+                                           const model::ExpertSlotLayout& layout, const uint16_t* act_row, int slot,
+                                           float route_weight, int strip, uint8_t* stage, float* partial) {
+  const int lane = threadIdx.x % kWarp;
   const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
   const int supertiles = layout.down.supertiles();
   const size_t strip_offset = static_cast<size_t>(strip) * supertiles;
   const uint8_t* const codes[1] = {base + layout.down.codes + strip_offset * kUnitCodeBytes};
   const uint8_t* const unit_scales[1] = {base + layout.down.scales + strip_offset * kUnitScaleBytes};
   float acc[1][2] = {{0.0f, 0.0f}};
-  strip_dot<1, kDownChunk, false>(codes, unit_scales, 0, supertiles,
-                                  act + static_cast<size_t>(task) * layout.padded_intermediate, 0,
-                                  stage + j * kWarpStageBytes, acc);
+  strip_dot<1, kDownChunk, false>(codes, unit_scales, 0, supertiles, act_row, 0, stage, acc);
   const float r0 = quad_sum(acc[0][0]), r1 = quad_sum(acc[0][1]);
   if (lane % 4 == 0) {
-    const float f = weights[task], sd = scales[slot].down;
-    partial[j][lane / 4] = r0 * f * sd * kScaleFold;
-    partial[j][lane / 4 + 8] = r1 * f * sd * kScaleFold;
+    const float sd = scales[slot].down;
+    partial[lane / 4] = r0 * route_weight * sd * kScaleFold;
+    partial[lane / 4 + 8] = r1 * route_weight * sd * kScaleFold;
   }
+}
+
+// Down and combine, fused. Block: one strip of 16 output rows of one token row; warp j computes choice j, and
+// the block sums the k choices in choice order in shared memory and writes y directly: deterministic, no
+// partial buffer.
+__global__ void __launch_bounds__(kMaxTopK * kWarp)
+    expert_down_kernel(const uint8_t* pool, const model::SlotScales* scales, model::ExpertSlotLayout layout,
+                       const uint16_t* act, const int32_t* slots, const float* weights, int k, float* y) {
+  pdl_begin();
+  extern __shared__ __align__(16) uint8_t stage[];  // [k][kWarpStageBytes]
+  __shared__ float partial[kMaxTopK][16];
+  const int strip = blockIdx.x, row = blockIdx.y, j = threadIdx.x / kWarp;
+  const int task = row * k + j;
+  down_strip(pool, scales, layout, act + static_cast<size_t>(task) * layout.padded_intermediate, slots[task],
+             weights[task], strip, stage + j * kWarpStageBytes, partial[j]);
   __syncthreads();
   const int n = 16 * strip + static_cast<int>(threadIdx.x);
   if (threadIdx.x < 16 && n < layout.hidden) {  // padded rows are dropped
     float sum = 0.0f;
     for (int c = 0; c < k; ++c) sum += partial[c][threadIdx.x];
     y[static_cast<size_t>(row) * layout.hidden + n] = sum;
+  }
+}
+
+constexpr int kStripRows = 16;   // output rows per down block
+constexpr int kSharedWarps = 8;  // shared-expert warps per down block, kSharedRows rows each
+constexpr int kSharedRows = kStripRows / kSharedWarps;
+constexpr int kSharedBatch = 2;  // 16-byte loads per lane and row in flight (I_s = 640: 80 chunks in two batches)
+
+// Rows [n0, n0 + kSharedRows) (those < d) of the shared expert's down projection (bf16 [d, inter]) times
+// silu(gate) * up, by one warp: the first batch of every row's weights goes out before the wait, the SwiGLU
+// input is computed once per chunk for all rows. Per lane the order and expression of bf16_row_dots with
+// SwigluX, so each row's dot is the same number.
+__device__ __forceinline__ void shared_down_rows(const uint16_t* w, int inter, int n0, int d, const float* proj,
+                                                 float (&dots)[kSharedRows]) {
+  const int lane = threadIdx.x % kWarp, chunks = inter / 8;
+  uint4 wv[kSharedRows][kSharedBatch];
+  auto load_batch = [&](int c0) {
+#pragma unroll
+    for (int r = 0; r < kSharedRows; ++r) {
+#pragma unroll
+      for (int b = 0; b < kSharedBatch; ++b) {
+        const int c = c0 + b * kWarp;
+        wv[r][b] = c < chunks && n0 + r < d ? __ldg(reinterpret_cast<const uint4*>(w + static_cast<size_t>(n0 + r) * inter) + c)
+                                            : make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+#pragma unroll
+  for (int r = 0; r < kSharedRows; ++r) dots[r] = 0.0f;
+  load_batch(lane);
+  pdl_wait();
+  const SwigluX input{proj, proj + inter};
+  for (int c0 = lane; c0 < chunks; c0 += kWarp * kSharedBatch) {
+    if (c0 != lane) load_batch(c0);
+#pragma unroll
+    for (int b = 0; b < kSharedBatch; ++b) {
+      const int c = c0 + b * kWarp;
+      if (c >= chunks) break;
+      float xv[8];
+      input(0, 8 * c, xv);
+#pragma unroll
+      for (int r = 0; r < kSharedRows; ++r) {
+        const uint32_t words[4] = {wv[r][b].x, wv[r][b].y, wv[r][b].z, wv[r][b].w};
+        float wf[8];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          wf[2 * i] = bf16_bits_to_float(words[i] & 0xffffu);
+          wf[2 * i + 1] = bf16_bits_to_float(words[i] >> 16);
+        }
+        dots[r] += wf[0] * xv[0] + wf[1] * xv[1] + wf[2] * xv[2] + wf[3] * xv[3] + wf[4] * xv[4] + wf[5] * xv[5] +
+                   wf[6] * xv[6] + wf[7] * xv[7];
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < kSharedRows; ++r) dots[r] = warp_sum(dots[r]);
+}
+
+// Fused decode tail (one row): block = one strip of 16 output rows. Warps 0..k-1 compute the routed choices'
+// down projections (as expert_down_kernel; their weights were asked into L2 by the gate/up kernel), warps
+// k..k+7 two shared-expert rows each (their weights loaded before the wait), and the block writes
+// v = sum_j routed_j + sigmoid(gate logit) * shared into the hyper-connection streams:
+// stream_row[s * d + n] += inject[s] * v (cpu::moe_block then cpu::hyper_connection_write). Blocks are small
+// enough for two per SM: 160 strips on 132 SMs then run in one wave.
+__global__ void __maxnreg__(56)  // two blocks of k = 10 per SM (576 threads)
+    moe_decode_down_hc_write_kernel(const uint8_t* pool, const model::SlotScales* scales, model::ExpertSlotLayout layout,
+                                    const uint16_t* act, const int32_t* slots, const float* weights, int k,
+                                    const uint16_t* shared_down, const float* shared_proj, int shared_inter,
+                                    const float* inject, int streams, float* stream_row, L2Prefetch ahead) {
+  pdl_trigger();  // weights first; every warp waits before it reads activations
+  l2_prefetch_share(ahead, blockIdx.x, gridDim.x);
+  extern __shared__ __align__(16) uint8_t stage[];  // [k][kWarpStageBytes]
+  __shared__ float partial[kMaxTopK][kStripRows];
+  __shared__ float shared_out[kStripRows];
+  const int strip = blockIdx.x, warp = threadIdx.x / kWarp, d = layout.hidden;
+  if (warp < k) {
+    pdl_wait();
+    down_strip(pool, scales, layout, act + static_cast<size_t>(warp) * layout.padded_intermediate, slots[warp],
+               weights[warp], strip, stage + warp * kWarpStageBytes, partial[warp]);
+  } else {
+    const int r0 = (warp - k) * kSharedRows;
+    float dots[kSharedRows];
+    shared_down_rows(shared_down, shared_inter, kStripRows * strip + r0, d, shared_proj, dots);
+    if (threadIdx.x % kWarp == 0) {
+      const float gate = sigmoidf(shared_proj[2 * shared_inter]);
+#pragma unroll
+      for (int r = 0; r < kSharedRows; ++r) shared_out[r0 + r] = gate * dots[r];
+    }
+  }
+  __syncthreads();
+  const int n = kStripRows * strip + static_cast<int>(threadIdx.x);
+  if (threadIdx.x < kStripRows && n < d) {  // padded rows are dropped
+    float routed = 0.0f;
+    for (int c = 0; c < k; ++c) routed += partial[c][threadIdx.x];
+    const float v = routed + shared_out[threadIdx.x];
+    for (int s = 0; s < streams; ++s) stream_row[static_cast<size_t>(s) * d + n] += inject[s] * v;
   }
 }
 
@@ -456,15 +656,18 @@ void raise_shared_limit(Kernel kernel, size_t bytes) {
   IMP_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
-// The NVFP4 down kernel's opt-in, once per process for its largest stage (k = 16). The first decode step may
-// be captured into a graph, so the call runs in relaxed capture mode for this thread.
+// The NVFP4 down kernels' opt-in, once per process for their largest stage (k = 16). The first decode step may
+// be captured into a graph, so the calls run in relaxed capture mode for this thread.
 void raise_down_shared_limit_once() {
   static std::once_flag once;
   std::call_once(once, [] {
     cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
     IMP_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
-    const cudaError_t status = cudaFuncSetAttribute(expert_down_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                    kMaxTopK * kWarpStageBytes);
+    const int bytes = kMaxTopK * kWarpStageBytes;
+    cudaError_t status = cudaFuncSetAttribute(expert_down_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    if (status == cudaSuccess) {
+      status = cudaFuncSetAttribute(moe_decode_down_hc_write_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    }
     IMP_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     IMP_CUDA_CHECK(status);
   });
@@ -533,6 +736,44 @@ void launch_expert_down(const uint8_t* pool, const model::SlotScales* scales, co
   launch_kernel(expert_down_kernel, dim3(layout.padded_hidden / 16, rows), k * kWarp, shared, stream, 1,
                 pool, scales, layout, act,
                                                                                           slots, weights, k, y);
+}
+
+void launch_moe_decode_gate_up(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
+                               const float* x, const float* logits, int32_t experts, int32_t k, bool renormalize,
+                               L2Prefetch shared_down, uint16_t* act, int32_t* top_experts, float* top_weights,
+                               cudaStream_t stream) {
+  if (layout.format != model::SlotFormat::kNvfp4) throw_invalid_launch("moe decode gate/up: NVFP4 slots only");
+  if (experts > kMaxExperts || k < 1 || k > kMaxTopK || k > experts) {
+    throw_invalid_launch("moe decode gate/up: more than 4096 experts, or top-k outside [1, 16] or above the experts");
+  }
+  const size_t shared = static_cast<size_t>(kGateUpWarps) * kWarpStageBytes;  // 45 KB: within the default 48 KB
+  const dim3 grid(layout.padded_intermediate / 16, k);
+  const unsigned threads = kGateUpWarps * kWarp;
+  if (experts <= 4 * kWarp) {
+    launch_kernel(moe_decode_gate_up_kernel<4>, grid, threads, shared, stream, 1, pool, scales, layout, x, logits, experts,
+                  k, renormalize, act, top_experts, top_weights, shared_down);
+  } else if (experts <= 16 * kWarp) {
+    launch_kernel(moe_decode_gate_up_kernel<16>, grid, threads, shared, stream, 1, pool, scales, layout, x, logits, experts,
+                  k, renormalize, act, top_experts, top_weights, shared_down);
+  } else {  // up to 4096 experts: the logits spill to local memory, still correct
+    launch_kernel(moe_decode_gate_up_kernel<kMaxExperts / kWarp>, grid, threads, shared, stream, 1, pool, scales, layout,
+                  x, logits, experts, k, renormalize, act, top_experts, top_weights, shared_down);
+  }
+}
+
+void launch_moe_decode_down_hc_write(const uint8_t* pool, const model::SlotScales* scales,
+                                     const model::ExpertSlotLayout& layout, const uint16_t* act, const int32_t* top_experts,
+                                     const float* top_weights, int32_t k, const uint16_t* shared_down,
+                                     const float* shared_proj, int32_t shared_inter, const float* inject, int32_t streams,
+                                     float* stream_row, cudaStream_t stream, L2Prefetch ahead) {
+  if (layout.format != model::SlotFormat::kNvfp4) throw_invalid_launch("moe decode down: NVFP4 slots only");
+  if (k < 1 || k > kMaxTopK || shared_inter % 8 != 0) {
+    throw_invalid_launch("moe decode down: top-k outside [1, 16] or shared intermediate size % 8 != 0");
+  }
+  raise_down_shared_limit_once();
+  launch_kernel(moe_decode_down_hc_write_kernel, layout.padded_hidden / kStripRows, (k + kSharedWarps) * kWarp,
+                static_cast<size_t>(k) * kWarpStageBytes, stream, 1, pool, scales, layout, act, top_experts, top_weights, k,
+                shared_down, shared_proj, shared_inter, inject, streams, stream_row, ahead);
 }
 
 }  // namespace imp::cuda

@@ -27,19 +27,6 @@ __global__ void add_sigmoid_gated_kernel(const float* shared, const float* gate_
   y[static_cast<size_t>(row) * d + j] += gate * shared[static_cast<size_t>(row) * d + j];
 }
 
-// x[i] = silu(gate[i]) * up[i], computed where the GEMV reads it.
-struct SwigluX {
-  const float* gate;
-  const float* up;
-  __device__ __forceinline__ void operator()(int, int c, float (&xv)[8]) const {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float g = gate[c + i];
-      xv[i] = g * sigmoidf(g) * up[c + i];
-    }
-  }
-};
-
 // One warp per output n: v = y_experts[n] + sigmoid(gate_logit) * (W_down . swiglu)[n], then the
 // hyper-connection write stream[s * d + n] += inject[s] * v.
 __global__ void shared_expert_hc_write_kernel(const uint16_t* down, const float* proj, int inter, int d,
