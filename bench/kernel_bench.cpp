@@ -21,7 +21,6 @@
 #include "cuda/kernels/shared_expert.h"
 #include "cuda/launch.h"
 #include "cuda/memory/device_buffer.h"
-#include "l2_prefetch_probe.h"
 
 namespace {
 
@@ -167,7 +166,7 @@ int main() {
     // The decode MoE after its input projection, 48 layers in one graph with programmatic dependent launch (as
     // the decode step runs), two ways in the same run: the unfused kernels (router -> gate/up -> down, then
     // the shared expert written into the streams) and the fused pair forward.cpp runs for NVFP4 slots (router
-    // inside gate/up, which asks L2 for the down weights; down + shared expert + stream write). Bytes: the
+    // inside gate/up; down + shared expert + stream write). Bytes: the
     // chosen experts' slots and the shared expert's down projection.
     const int shared_inter = 640, streams = 4;
     std::vector<DeviceBuffer<uint16_t>> shared_down;
@@ -213,8 +212,7 @@ int main() {
       int32_t* chosen = top_experts.data() + static_cast<size_t>(l) * k;
       float* chosen_w = top_weights.data() + static_cast<size_t>(l) * k;
       imp::cuda::launch_moe_decode_gate_up(pools[l].data(), scales.data(), layout, x.data(),
-                                           logits.data() + static_cast<size_t>(l) * experts, experts, k, true,
-                                           {shared_down[l].data(), static_cast<uint64_t>(H) * shared_inter * 2}, act.data(),
+                                           logits.data() + static_cast<size_t>(l) * experts, experts, k, true, act.data(),
                                            chosen, chosen_w, stream);
       imp::cuda::launch_moe_decode_down_hc_write(pools[l].data(), scales.data(), layout, act.data(), chosen, chosen_w, k,
                                                  shared_down[l].data(), shared_proj.data(), shared_inter, inject.data(),
@@ -229,18 +227,6 @@ int main() {
     IMP_CUDA_CHECK(cudaGraphExecDestroy(exec));
     IMP_CUDA_CHECK(cudaGraphDestroy(graph));
     IMP_CUDA_CHECK(cudaStreamDestroy(stream));
-  }
-  // L2 prefetch ahead of a GEMV (bench/l2_prefetch_probe.cu).
-  {
-    const imp::bench::L2ProbeResult r = imp::bench::l2_prefetch_probe();
-    out["l2_prefetch_gemv_2560x6144"] = {{"bytes", r.gemv_bytes},
-                                         {"cold_us", r.cold_us},
-                                         {"warm_us", r.warm_us},
-                                         {"after_bulk_prefetch_us", r.bulk_prefetch_us},
-                                         {"after_line_prefetch_us", r.line_prefetch_us},
-                                         {"after_touch_us", r.touch_us},
-                                         {"spin_then_gemv_us", r.pattern_plain_us},
-                                         {"spin_prefetching_then_gemv_us", r.pattern_prefetch_us}};
   }
   // Sampling one row of the released vocabulary (as the engine does per sampled token), by option mix.
   {

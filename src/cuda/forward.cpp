@@ -7,7 +7,6 @@
 #include "cuda/kernels/embedding.h"
 #include "cuda/kernels/gated_delta_net.h"
 #include "cuda/kernels/hyper_connection.h"
-#include "cuda/kernels/l2_prefetch.h"
 #include "cuda/kernels/moe_decode.h"
 #include "cuda/kernels/ngram_hash.h"
 #include "cuda/kernels/ple.h"
@@ -29,37 +28,27 @@ size_t widest_projection(const DeviceModel& model) {
   return widest;
 }
 
-// How much of a large projection a latency-bound kernel before it asks L2 for (l2_prefetch.h): well inside the
-// 60 MiB L2 next to the other prefetches in flight.
-constexpr uint64_t kAheadBytes = uint64_t{24} << 20;
-
-L2Prefetch whole(const DenseWeight& w) {
-  return {w.data, static_cast<uint64_t>(w.rows) * static_cast<uint64_t>(w.cols) * sizeof(uint16_t)};
-}
-L2Prefetch head(const DenseWeight& w) { return l2_prefetch_head(w.data, whole(w).bytes, kAheadBytes); }
-
 void gemv(const DenseWeight& w, const float* x, float* y, cudaStream_t stream) {
   launch_gemv_bf16(w.data, x, 1, w.rows, w.cols, y, stream);
 }
 
 // Hyper-connection read (cpu::hyper_connection_read), fused into two kernels: x [d] and, with inject,
-// ws.low + rank [S]. `ahead`: the next projection's bytes to ask L2 for meanwhile.
+// ws.low + rank [S].
 void hyper_connection_read(const model::ModelConfig& c, const HyperConnectionDevice& hc, DecodeWorkspace& ws,
-                           L2Prefetch ahead, cudaStream_t stream) {
+                           cudaStream_t stream) {
   const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count);
   const int32_t rank = static_cast<int32_t>(c.hc_lowrank);
   launch_hc_read_down(ws.stream.data(), hc.norm.data, hc.down_inject.data, hc.down_inject.rows, rank, S, d,
-                      static_cast<float>(c.rms_norm_eps), ws.low.data(), ws.inv_rms.data(), stream, ahead);
+                      static_cast<float>(c.rms_norm_eps), ws.low.data(), ws.inv_rms.data(), stream);
   launch_hc_read_up_mix(ws.stream.data(), hc.norm.data, ws.inv_rms.data(), hc.up.data, ws.low.data(), rank, S, d,
                         ws.x.data(), stream);
 }
 
 // The mixer's output projection, written straight into the streams (cpu::hyper_connection_write): ws.core ->
-// ws.stream, with the inject weights of this block's read. `after`: the next read's weights, asked into L2.
-void out_projection_hc_write(const model::ModelConfig& c, const DenseWeight& w, DecodeWorkspace& ws, L2Prefetch after,
-                             cudaStream_t stream) {
+// ws.stream, with the inject weights of this block's read.
+void out_projection_hc_write(const model::ModelConfig& c, const DenseWeight& w, DecodeWorkspace& ws, cudaStream_t stream) {
   launch_gemv_bf16_hc_write(w.data, ws.core.data(), w.rows, w.cols, ws.low.data() + c.hc_lowrank,
-                            static_cast<int32_t>(c.hc_count), ws.stream.data(), stream, after);
+                            static_cast<int32_t>(c.hc_count), ws.stream.data(), stream);
 }
 
 // PLE (cpu::ple_block): adds its output to the streams.
@@ -82,25 +71,22 @@ void ple_block(const model::ModelConfig& c, const PleDevice& p, LayerStateDevice
 
 // Gated DeltaNet decode step (cpu::gated_delta_net, token by token): ws.x -> the streams.
 void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, LayerStateDevice& state,
-                     DecodeWorkspace& ws, L2Prefetch after, cudaStream_t stream) {
+                     DecodeWorkspace& ws, cudaStream_t stream) {
   const GatedDeltaNetShape shape = gdn_shape(c);
-  // [qkv | z | b | a], the conv step applied to qkv; L2 gets the recurrent state, then out_proj, ahead.
+  // [qkv | z | b | a], the conv step applied to qkv.
   launch_gdn_in_proj_conv(shape, g.small, g.in_proj.data, ws.x.data(), g.in_proj.rows, g.in_proj.cols,
-                          state.gdn_conv.data(), ws.proj.data(), stream,
-                          {state.gdn_recurrent.data(), state.gdn_recurrent.size() * sizeof(float)});
+                          state.gdn_conv.data(), ws.proj.data(), stream);
   const float* mixed = ws.proj.data();
   const float* z = mixed + c.gdn_conv_dim();
   const float* b = z + c.gdn_value_dim();
   const float* a = b + c.linear_num_value_heads;
-  launch_gdn_recurrent_step(shape, g.small, mixed, z, b, a, state.gdn_recurrent.data(), ws.core.data(), 1, stream,
-                            whole(g.out_proj));
-  out_projection_hc_write(c, g.out_proj, ws, after, stream);
+  launch_gdn_recurrent_step(shape, g.small, mixed, z, b, a, state.gdn_recurrent.data(), ws.core.data(), 1, stream);
+  out_projection_hc_write(c, g.out_proj, ws, stream);
 }
 
 // Gated attention with q/k norm, partial RoPE, paged KV and (when configured) QSA: ws.x -> the streams.
 void attention(const model::ModelConfig& c, const DeviceModel& model, const AttentionDevice& a, const KvPages& pages,
-               LayerStateDevice& state, const int32_t* position, DecodeWorkspace& ws, L2Prefetch after,
-               cudaStream_t stream) {
+               LayerStateDevice& state, const int32_t* position, DecodeWorkspace& ws, cudaStream_t stream) {
   const int32_t heads = static_cast<int32_t>(c.num_attention_heads), kv_heads = static_cast<int32_t>(c.num_key_value_heads);
   const int32_t hd = static_cast<int32_t>(c.head_dim), kv_width = kv_heads * hd, rot = static_cast<int32_t>(c.rotary_dim());
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -127,13 +113,13 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
     count = ws.qsa_count.data();
   }
   launch_attention_decode(pages, qg, qg + hd, 2 * hd, position, selected, count, ws.max_selected, 1, heads, kv_heads, hd,
-                          ws.attention_partials.data(), ws.core.data(), stream, whole(a.o_proj));
-  out_projection_hc_write(c, a.o_proj, ws, after, stream);
+                          ws.attention_partials.data(), ws.core.data(), stream);
+  out_projection_hc_write(c, a.o_proj, ws, stream);
 }
 
 // Sparse MoE with the shared expert (cpu::moe_block): ws.x -> the streams.
 void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeDevice& m, DecodeWorkspace& ws,
-               L2Prefetch after, cudaStream_t stream) {
+               cudaStream_t stream) {
   const int32_t experts = static_cast<int32_t>(c.num_experts), k = static_cast<int32_t>(c.num_experts_per_tok);
   const int32_t is = static_cast<int32_t>(c.shared_expert_intermediate_size), d = static_cast<int32_t>(c.hidden_size);
   gemv(m.in_proj, ws.x.data(), ws.proj.data(), stream);  // [router logits | shared gate | shared up | shared gate logit]
@@ -144,11 +130,10 @@ void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeD
   if (model.slot_layout().format == model::SlotFormat::kNvfp4) {
     // Router + gate/up, then down + shared expert + stream write: two kernels (moe_decode.h).
     launch_moe_decode_gate_up(m.pool.data(), m.scales.data(), model.slot_layout(), ws.x.data(), logits, experts, k,
-                              c.norm_topk_prob, whole(m.shared_down), ws.expert_act.data(), ws.top_experts.data(),
-                              ws.top_weights.data(), stream);
+                              c.norm_topk_prob, ws.expert_act.data(), ws.top_experts.data(), ws.top_weights.data(), stream);
     launch_moe_decode_down_hc_write(m.pool.data(), m.scales.data(), model.slot_layout(), ws.expert_act.data(),
                                     ws.top_experts.data(), ws.top_weights.data(), k, m.shared_down.data, shared, is,
-                                    inject, streams, ws.stream.data(), stream, after);
+                                    inject, streams, ws.stream.data(), stream);
     return;
   }
   // BF16 slots (checkpoints without NVFP4): the router, gate/up and down+combine, then the shared expert.
@@ -215,26 +200,22 @@ void enqueue_decode_step(const DeviceModel& model, const KvCache& kv, SequenceSt
     if (ld.ple) ple_block(c, *ld.ple, state, token, ws, stream);
 
     // Token mixer: Gated DeltaNet or gated attention, read from and written back to the streams (the output
-    // projection writes them). Latency-bound kernels ask L2 for the weights of the large kernels after them
-    // (l2_prefetch.h): the reads for the mixer's input projection, the mixer's output projection for the
-    // channel mixer's read.
-    hyper_connection_read(c, ld.attn_hc, ws, head(ld.gdn ? ld.gdn->in_proj : ld.attention->in_proj), stream);
+    // projection writes them).
+    hyper_connection_read(c, ld.attn_hc, ws, stream);
     if (ld.gdn) {
-      gated_delta_net(c, *ld.gdn, state, ws, whole(ld.mlp_hc.down_inject), stream);
+      gated_delta_net(c, *ld.gdn, state, ws, stream);
     } else {
       const KvPages pages = kv.pages(state.attention_index, sequence.page_table.data(), sequence.max_pages);
-      attention(c, model, *ld.attention, pages, state, position, ws, whole(ld.mlp_hc.down_inject), stream);
+      attention(c, model, *ld.attention, pages, state, position, ws, stream);
     }
 
-    // Channel mixer: sparse MoE with the shared expert; its last kernel asks L2 for the next read's weights.
-    hyper_connection_read(c, ld.mlp_hc, ws, whole(ld.moe.in_proj), stream);
-    const bool last = layer + 1 == c.num_hidden_layers;
-    const HyperConnectionDevice& next = last ? model.mixer() : model.layers()[static_cast<size_t>(layer) + 1].attn_hc;
-    moe_block(c, model, ld.moe, ws, whole(next.down_inject), stream);
+    // Channel mixer: sparse MoE with the shared expert.
+    hyper_connection_read(c, ld.mlp_hc, ws, stream);
+    moe_block(c, model, ld.moe, ws, stream);
   }
 
   // Final mixer read (no norm after it), the LM head, the greedy token fed back, the position advanced.
-  hyper_connection_read(c, model.mixer(), ws, head(model.lm_head()), stream);
+  hyper_connection_read(c, model.mixer(), ws, stream);
   gemv(model.lm_head(), ws.x.data(), ws.logits.data(), stream);
   launch_argmax(ws.logits.data(), 1, static_cast<int32_t>(c.vocab_size), sequence.step_token.data(), stream);
   launch_advance_positions(sequence.step_position.data(), 1, stream);

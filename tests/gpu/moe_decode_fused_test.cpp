@@ -90,7 +90,7 @@ class FusedRouterRig {
     IMP_CUDA_CHECK(cudaMemset(top_e_.data(), 0xff, top_e_.size() * sizeof(int32_t)));  // -1: not written
     IMP_CUDA_CHECK(cudaMemset(top_w_.data(), 0xff, top_w_.size() * sizeof(float)));    // NaN: not written
     launch_moe_decode_gate_up(pool_.data(), scales_.data(), layout_, x_.data(), dl.data(), experts_, k_, renorm_,
-                              L2Prefetch{}, act_.data(), top_e_.data(), top_w_.data(), nullptr);
+                              act_.data(), top_e_.data(), top_w_.data(), nullptr);
     launch_router_topk(dl.data(), 1, experts_, k_, renorm_, ref_e_.data(), ref_w_.data(), nullptr);
     IMP_CUDA_CHECK(cudaDeviceSynchronize());
     const auto got_e = top_e_.download();
@@ -320,7 +320,6 @@ void check_fused_moe(const FusedShape& shape) {
   DeviceBuffer<uint16_t> dact(static_cast<size_t>(k) * layout.padded_intermediate);
   DeviceBuffer<int32_t> dtop_e(static_cast<size_t>(k));
   DeviceBuffer<float> dtop_w(static_cast<size_t>(k));
-  const L2Prefetch prefetch{shared_down.device.data(), static_cast<uint64_t>(H) * I_s * sizeof(uint16_t)};
   struct Result {
     std::vector<float> stream;
     std::vector<int32_t> experts;
@@ -333,7 +332,7 @@ void check_fused_moe(const FusedShape& shape) {
     IMP_CUDA_CHECK(cudaMemset(dtop_e.data(), 0xff, dtop_e.size() * sizeof(int32_t)));
     IMP_CUDA_CHECK(cudaMemset(dtop_w.data(), 0xff, dtop_w.size() * sizeof(float)));
     launch_moe_decode_gate_up(dpool.data(), dscales.data(), layout, dx.data(), dlogits.data(), shape.experts, k,
-                              shape.renorm, prefetch, dact.data(), dtop_e.data(), dtop_w.data(), nullptr);
+                              shape.renorm, dact.data(), dtop_e.data(), dtop_w.data(), nullptr);
     launch_moe_decode_down_hc_write(dpool.data(), dscales.data(), layout, dact.data(), dtop_e.data(), dtop_w.data(), k,
                                     shared_down.device.data(), shared_proj.data(), I_s, dinject.data(), S,
                                     dstream.data(), nullptr);

@@ -4,7 +4,6 @@
 
 #include "cuda/check.h"
 #include "cuda/launch.h"
-#include "cuda/kernels/l2_prefetch.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 
@@ -117,9 +116,7 @@ template <bool Bf16, int D, int Vec>
 __global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
     KvPages cache, const float* q, int head_stride, const int32_t* positions, const int32_t* selected,
     const int32_t* selected_count, int max_selected, int heads, int kv_heads, int hd, int group_chunk, int lanes,
-    int tile, int splits, float* partial_acc, float* partial_stats, L2Prefetch ahead) {
-  l2_prefetch_share(ahead, (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x,
-                    gridDim.x * gridDim.y * gridDim.z);  // weights: before the wait
+    int tile, int splits, float* partial_acc, float* partial_stats) {
   pdl_begin();
   static_assert(D % Vec == 0, "a thread's dims are whole chunks");
   constexpr int kChunks = D / Vec;
@@ -368,14 +365,13 @@ struct PartialArgs {
   int max_selected, heads, kv_heads, hd, group_chunk, lanes, tile, splits;
   float* partial_acc;
   float* partial_stats;
-  L2Prefetch ahead;
 };
 
 template <bool Bf16, int D, int Vec>
 void launch_partial(const PartialArgs& a, dim3 grid, size_t shared, cudaStream_t stream) {
   launch_kernel(attention_decode_partial_kernel<Bf16, D, Vec>, grid, kThreads, shared, stream, 1,
       a.cache, a.q, a.head_stride, a.positions, a.selected, a.selected_count, a.max_selected, a.heads, a.kv_heads, a.hd,
-      a.group_chunk, a.lanes, a.tile, a.splits, a.partial_acc, a.partial_stats, a.ahead);
+      a.group_chunk, a.lanes, a.tile, a.splits, a.partial_acc, a.partial_stats);
 }
 
 template <bool Bf16, int Vec>
@@ -395,7 +391,7 @@ void launch_attention_decode(const KvPages& cache, const float* q, const float* 
                              const int32_t* positions,
                              const int32_t* selected, const int32_t* selected_count, int32_t max_selected,
                              int32_t rows, int32_t heads, int32_t kv_heads, int32_t head_dim, float* workspace,
-                             float* out, cudaStream_t stream, L2Prefetch ahead) {
+                             float* out, cudaStream_t stream) {
   if (head_dim < 1 || head_dim > kMaxHeadDim || kv_heads < 1 || heads % kv_heads != 0) {
     throw_invalid_launch("attention decode: head_dim outside [1, 512] or heads not a multiple of kv heads");
   }
@@ -424,7 +420,7 @@ void launch_attention_decode(const KvPages& cache, const float* q, const float* 
 
   PartialArgs a{cache, q, head_stride, positions, selected, selected_count, max_selected, heads, kv_heads, head_dim,
                 group_chunk, lanes, tile, splits, workspace,
-                workspace + static_cast<size_t>(rows) * heads * splits * head_dim, ahead};
+                workspace + static_cast<size_t>(rows) * heads * splits * head_dim};
   const dim3 grid(splits, kv_heads * chunks_per_kv, rows);
   if (cache.bf16) {
     if (vector) {

@@ -12,8 +12,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cuda/kernels/l2_prefetch.h"
-
 namespace imp::cuda {
 
 // x in place, head (row, h) at x + (row * heads + h) * head_stride: (1 + w) RMSNorm per head (w bf16
@@ -44,13 +42,12 @@ void launch_kv_append(const KvPages& cache, const float* k, const float* v, cons
 // serves all query heads of its GQA group from one K/V load (16-byte loads when head_dim is a multiple of 8
 // for bf16 pages, 4 for fp32, and the pools are 16-byte aligned), then a second kernel merges the splits.
 // workspace: fp32 scratch of attention_decode_workspace_floats(rows, heads, head_dim) elements (any
-// contents; only read after this call's own writes). The split blocks ask L2 for `ahead` (l2_prefetch.h;
-// decode passes o_proj).
+// contents; only read after this call's own writes).
 void launch_attention_decode(const KvPages& cache, const float* q, const float* gate, int32_t head_stride,
                              const int32_t* positions,
                              const int32_t* selected, const int32_t* selected_count, int32_t max_selected,
                              int32_t rows, int32_t heads, int32_t kv_heads, int32_t head_dim, float* workspace,
-                             float* out, cudaStream_t stream, L2Prefetch ahead = {});
+                             float* out, cudaStream_t stream);
 
 // Floats of scratch launch_attention_decode needs for `rows` rows of `heads` query heads.
 size_t attention_decode_workspace_floats(int32_t rows, int32_t heads, int32_t head_dim);

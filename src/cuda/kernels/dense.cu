@@ -7,7 +7,6 @@
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 #include "cuda/kernels/gemv_row.cuh"
-#include "cuda/kernels/l2_prefetch.h"
 
 namespace imp::cuda {
 namespace {
@@ -30,9 +29,8 @@ __global__ void gemv_bf16_kernel(const uint16_t* weight, const float* x, int n, 
 
 // The projection's output goes straight into the hyper-connection streams (cpu::hyper_connection_write).
 __global__ void gemv_bf16_hc_write_kernel(const uint16_t* weight, const float* x, int n, int k, const float* inject,
-                                          int streams, float* stream_row, L2Prefetch ahead) {
+                                          int streams, float* stream_row) {
   pdl_trigger();  // weights first: bf16_row_dots waits before it reads x
-  l2_prefetch_share(ahead, blockIdx.x, gridDim.x);
   const int row_n = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   if (row_n >= n) return;
   float acc[1];
@@ -132,10 +130,10 @@ void launch_gemv_bf16(const uint16_t* weight, const float* x, int32_t rows, int3
 }
 
 void launch_gemv_bf16_hc_write(const uint16_t* weight, const float* x, int32_t n, int32_t k, const float* inject,
-                               int32_t streams, float* stream_row, cudaStream_t stream, L2Prefetch ahead) {
+                               int32_t streams, float* stream_row, cudaStream_t stream) {
   if (k % 8 != 0) throw_invalid_launch("gemv_bf16_hc_write: K % 8 != 0");
   launch_kernel(gemv_bf16_hc_write_kernel, gemv_blocks(n), kGemvThreads, 0, stream, 1, weight, x, n, k, inject, streams,
-                stream_row, ahead);
+                stream_row);
 }
 
 void launch_rms_norm(const float* x, const uint16_t* weight, int32_t rows, int32_t width, int32_t group, float eps,

@@ -6,8 +6,6 @@
 
 #include <cstdint>
 
-#include "cuda/kernels/l2_prefetch.h"
-
 namespace imp::cuda {
 
 // y[r, n] = sum_k W[n, k] * x[r, k] for W [N, K] bf16 (row-major), x [rows, K] fp32, y [rows, N] fp32.
@@ -16,10 +14,9 @@ void launch_gemv_bf16(const uint16_t* weight, const float* x, int32_t rows, int3
                       cudaStream_t stream);
 
 // Decode (one row) projection written into the hyper-connection streams instead of to a vector:
-// stream_row[s * n + i] += inject[s] * (W x)[i] for s < streams (cpu::hyper_connection_write of W x). Asks L2
-// for `ahead` (l2_prefetch.h; decode passes the next hyper-connection read's weights).
+// stream_row[s * n + i] += inject[s] * (W x)[i] for s < streams (cpu::hyper_connection_write of W x).
 void launch_gemv_bf16_hc_write(const uint16_t* weight, const float* x, int32_t n, int32_t k, const float* inject,
-                               int32_t streams, float* stream_row, cudaStream_t stream, L2Prefetch ahead = {});
+                               int32_t streams, float* stream_row, cudaStream_t stream);
 
 // Grouped (1 + w) RMSNorm: each row of `width` is normalised in groups of `group`, w spans the width (bf16).
 // In-place allowed (x == y). Few rows of wide groups (decode): a cluster of 4 blocks per group.

@@ -18,6 +18,14 @@ __device__ __forceinline__ void pdl_begin() {
 // write anything: the weight stream then overlaps the previous kernel's tail. Every thread that reads or writes
 // activations waits first, so completion still orders the kernels along the stream.
 
+// 16 bytes global -> shared without registers (L2 only), committed and awaited by the issuing thread.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(gmem) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int offset = kWarp / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;

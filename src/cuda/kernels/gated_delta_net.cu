@@ -9,7 +9,6 @@
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 #include "cuda/kernels/gemv_row.cuh"
-#include "cuda/kernels/l2_prefetch.h"
 
 namespace imp::cuda {
 namespace {
@@ -45,9 +44,8 @@ __global__ void gdn_conv_step_kernel(GatedDeltaNetShape shape, const uint16_t* c
 // Decode: in_proj's GEMV with the conv step applied to the first `channels` outputs by the warp that made
 // each (one warp per output row, so every channel's state is touched once).
 __global__ void gdn_in_proj_conv_kernel(const uint16_t* weight, const float* x, int n, int k, const uint16_t* conv_w,
-                                        int K, float* conv_state, int channels, float* y, L2Prefetch ahead) {
+                                        int K, float* conv_state, int channels, float* y) {
   pdl_trigger();  // weights first: bf16_row_dots waits before it reads x
-  l2_prefetch_share(ahead, blockIdx.x, gridDim.x);
   const int row_n = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   if (row_n >= n) return;
   float acc[1];
@@ -80,8 +78,7 @@ __global__ void __launch_bounds__(kStepThreads) gdn_recurrent_step_kernel(GatedD
                                                                          const float* mixed, const float* z,
                                                                          const float* b, const float* a,
                                                                          float* recurrent, float* out, int cols,
-                                                                         int slices, L2Prefetch ahead) {
-  l2_prefetch_share(ahead, blockIdx.y * gridDim.x + blockIdx.x, gridDim.x * gridDim.y);  // weights: before the wait
+                                                                         int slices) {
   pdl_begin();
   __shared__ float q[kMaxDim], k[kMaxDim];
   __shared__ float scratch[kStepThreads / kWarp];
@@ -202,17 +199,17 @@ void launch_gdn_conv_step(const GatedDeltaNetShape& shape, const GatedDeltaNetWe
 
 void launch_gdn_in_proj_conv(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,
                              const uint16_t* in_proj, const float* x, int32_t n, int32_t k, float* conv_state, float* y,
-                             cudaStream_t stream, L2Prefetch ahead) {
+                             cudaStream_t stream) {
   if (shape.conv_kernel < 2 || k % 8 != 0 || n < shape.conv_channels()) {
     throw_invalid_launch("gdn in_proj + conv: kernel < 2, K % 8 != 0 or fewer outputs than conv channels");
   }
   launch_kernel(gdn_in_proj_conv_kernel, gemv_blocks(n), kGemvThreads, 0, stream, 1, in_proj, x, n, k, w.conv1d,
-                shape.conv_kernel, conv_state, shape.conv_channels(), y, ahead);
+                shape.conv_kernel, conv_state, shape.conv_channels(), y);
 }
 
 void launch_gdn_recurrent_step(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,
                                const float* mixed, const float* z, const float* b, const float* a, float* recurrent,
-                               float* out, int32_t rows, cudaStream_t stream, L2Prefetch ahead) {
+                               float* out, int32_t rows, cudaStream_t stream) {
   if (shape.value_dim > kMaxDim || shape.key_dim > kMaxDim || shape.value_heads % shape.key_heads != 0) {
     throw_invalid_launch("gdn recurrent step: head dims above 1024, or value heads not a multiple of key heads");
   }
@@ -225,7 +222,7 @@ void launch_gdn_recurrent_step(const GatedDeltaNetShape& shape, const GatedDelta
   const int slices = std::max(1, std::min(kStepThreads / cols, wanted));
   launch_kernel(gdn_recurrent_step_kernel, dim3(static_cast<unsigned>(shape.value_heads * parts), static_cast<unsigned>(rows)),
                 dim3(static_cast<unsigned>(cols * slices)), 0, stream, static_cast<unsigned>(parts), shape, w, mixed, z, b, a,
-                recurrent, out, cols, slices, ahead);
+                recurrent, out, cols, slices);
 }
 
 }  // namespace imp::cuda

@@ -10,8 +10,6 @@
 
 #include <cstdint>
 
-#include "cuda/kernels/l2_prefetch.h"
-
 namespace imp::cuda {
 
 struct GatedDeltaNetShape {
@@ -34,19 +32,17 @@ void launch_gdn_conv_step(const GatedDeltaNetShape& shape, const GatedDeltaNetWe
                           float* conv_state, int32_t rows, cudaStream_t stream);
 
 // Decode (one row): y [n] = in_proj [n, k] . x with the conv step applied to y's first conv_channels outputs
-// (launch_gdn_conv_step fused into the projection). k % 8 == 0, n >= conv_channels. Asks L2 for `ahead`
-// (l2_prefetch.h; decode passes the recurrent state the next kernel reads).
+// (launch_gdn_conv_step fused into the projection). k % 8 == 0, n >= conv_channels.
 void launch_gdn_in_proj_conv(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,
                              const uint16_t* in_proj, const float* x, int32_t n, int32_t k, float* conv_state, float* y,
-                             cudaStream_t stream, L2Prefetch ahead = {});
+                             cudaStream_t stream);
 
 // z [rows, value_heads * value_dim], b and a [rows, value_heads]; recurrent [rows, value_heads, key_dim,
 // value_dim] fp32 is updated in place; out [rows, value_heads * value_dim] receives the gated-normed output.
 // Head dims up to 1024. A cluster of up to 8 blocks per (value head, row), each a share of the value columns
-// times key slices (up to 1024 threads). Asks L2 for `ahead` (l2_prefetch.h; decode passes out_proj: the step
-// is bound by latency, HBM has room).
+// times key slices (up to 1024 threads).
 void launch_gdn_recurrent_step(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,
                                const float* mixed, const float* z, const float* b, const float* a, float* recurrent,
-                               float* out, int32_t rows, cudaStream_t stream, L2Prefetch ahead = {});
+                               float* out, int32_t rows, cudaStream_t stream);
 
 }  // namespace imp::cuda

@@ -6,7 +6,6 @@
 #include "cuda/launch.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
-#include "cuda/kernels/l2_prefetch.h"
 
 namespace imp::cuda {
 namespace {
@@ -73,10 +72,8 @@ constexpr int kReadBatch = 8;  // 16-byte loads issued together per lane
 // sum_g a_g * rsqrt(b_g / d + eps), i.e. the GEMV of the normalised stream. Parts spread a row over enough
 // warps to keep every SM busy (324 rows x 4 groups x 2 parts at the released shape).
 __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const uint16_t* w, int rows_out, int rank,
-                                    int streams, int parts, int d, float eps, float* low, float* inv_rms,
-                                    L2Prefetch ahead) {
+                                    int streams, int parts, int d, float eps, float* low, float* inv_rms) {
   pdl_trigger();  // weights first; pdl_wait() before the stream is read (device_math.cuh)
-  l2_prefetch_share(ahead, blockIdx.x, gridDim.x);
   __shared__ float sa[kMaxStreams * 4], sb[kMaxStreams * 4];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int r = blockIdx.x, g = warp / parts, part = warp % parts;
@@ -198,13 +195,12 @@ __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const 
 }  // namespace
 
 void launch_hc_read_down(const float* stream_row, const uint16_t* norm_weight, const uint16_t* down_inject, int32_t rows_out,
-                         int32_t rank, int32_t streams, int32_t d, float eps, float* low, float* inv_rms, cudaStream_t stream,
-                         L2Prefetch ahead) {
+                         int32_t rank, int32_t streams, int32_t d, float eps, float* low, float* inv_rms, cudaStream_t stream) {
   if (d % 8 != 0 || streams > kMaxStreams || streams < 1) throw_invalid_launch("hc_read_down: d % 8 != 0 or streams outside [1, 8]");
   const int parts = std::max(1, 8 / streams);  // 8 warps per row when S divides 8 (S * parts <= 32)
   launch_kernel(hc_read_down_kernel, rows_out, streams * parts * kWarp, 0, stream, 1,
                 stream_row, norm_weight, down_inject, rows_out, rank,
-                                                                       streams, parts, d, eps, low, inv_rms, ahead);
+                                                                       streams, parts, d, eps, low, inv_rms);
 }
 
 void launch_hc_read_up_mix(const float* stream_row, const uint16_t* norm_weight, const float* inv_rms, const uint16_t* up,

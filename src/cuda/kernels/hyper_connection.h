@@ -10,8 +10,6 @@
 
 #include <cstdint>
 
-#include "cuda/kernels/l2_prefetch.h"
-
 namespace imp::cuda {
 
 // raw [rows, rank + injects] (the stacked down/inject projection of N) -> low [rows, rank] = silu(raw / S) and,
@@ -27,11 +25,9 @@ void launch_hc_mix(const float* mix, const float* normed, int32_t rows, int32_t 
 //     silu(v / S), low[rank + s] = 2 sigmoid(v / S) (the inject weights, when rows_out = rank + S); also
 //     writes inv_rms [S] for the second kernel.
 //   launch_hc_read_up_mix: x[j] = mean_s sigmoid(up[s*d + j] . low[0..rank)) * normed[s, j].
-// d % 8 == 0, rank % 8 == 0, S <= 8. launch_hc_read_down also asks L2 for `ahead` (l2_prefetch.h): the read is
-// bound by latency, so HBM has room for the next large projection's first bytes.
+// d % 8 == 0, rank % 8 == 0, S <= 8.
 void launch_hc_read_down(const float* stream_row, const uint16_t* norm_weight, const uint16_t* down_inject, int32_t rows_out,
-                         int32_t rank, int32_t streams, int32_t d, float eps, float* low, float* inv_rms, cudaStream_t stream,
-                         L2Prefetch ahead = {});
+                         int32_t rank, int32_t streams, int32_t d, float eps, float* low, float* inv_rms, cudaStream_t stream);
 void launch_hc_read_up_mix(const float* stream_row, const uint16_t* norm_weight, const float* inv_rms, const uint16_t* up,
                            const float* low, int32_t rank, int32_t streams, int32_t d, float* x, cudaStream_t stream);
 

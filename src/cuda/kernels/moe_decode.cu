@@ -9,7 +9,6 @@
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 #include "cuda/kernels/gemv_row.cuh"
-#include "cuda/kernels/l2_prefetch.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -183,13 +182,6 @@ __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(address), "l"(gmem) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
@@ -416,14 +408,12 @@ __device__ __forceinline__ void warp_router(const float* logits, int experts, in
   weight = renormalize ? p / total : p;
 }
 
-// Fused decode (one row): the router, then the gate/up block of the block's choice. Block (strip, choice j)
-// also asks L2 for its share of choice j's down projection and of the shared expert's (the next kernel's
-// weights), so they arrive while this kernel waits on its own loads.
+// Fused decode (one row): the router, then the gate/up block of the block's choice.
 template <int kPer>
 __global__ void __launch_bounds__(kGateUpWarps * kWarp, 4)
     moe_decode_gate_up_kernel(const uint8_t* pool, const model::SlotScales* scales, model::ExpertSlotLayout layout,
                               const float* x, const float* logits, int experts, int k, bool renormalize, uint16_t* act,
-                              int32_t* top_experts, float* top_weights, L2Prefetch shared_down) {
+                              int32_t* top_experts, float* top_weights) {
   // Wait, then trigger: the down kernel starts only when every block here has waited, i.e. after the input
   // projection has completed.
   pdl_begin();
@@ -442,10 +432,6 @@ __global__ void __launch_bounds__(kGateUpWarps * kWarp, 4)
   }
   __syncthreads();
   const int slot = chosen;
-  const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
-  l2_prefetch_share({base + layout.down.codes, layout.down.code_bytes()}, blockIdx.x, gridDim.x);
-  l2_prefetch_share({base + layout.down.scales, layout.down.scale_bytes()}, blockIdx.x, gridDim.x);
-  l2_prefetch_share(shared_down, blockIdx.y * gridDim.x + blockIdx.x, gridDim.x * gridDim.y);
   gate_up_strip(pool, scales, layout, x, slot, blockIdx.x, stage,
                 act + static_cast<size_t>(j) * layout.padded_intermediate);
 }
@@ -552,7 +538,7 @@ __device__ __forceinline__ void shared_down_rows(const uint16_t* w, int inter, i
 }
 
 // Fused decode tail (one row): block = one strip of 16 output rows. Warps 0..k-1 compute the routed choices'
-// down projections (as expert_down_kernel; their weights were asked into L2 by the gate/up kernel), warps
+// down projections (as expert_down_kernel), warps
 // k..k+7 two shared-expert rows each (their weights loaded before the wait), and the block writes
 // v = sum_j routed_j + sigmoid(gate logit) * shared into the hyper-connection streams:
 // stream_row[s * d + n] += inject[s] * v (cpu::moe_block then cpu::hyper_connection_write). Blocks are small
@@ -561,9 +547,8 @@ __global__ void __maxnreg__(56)  // two blocks of k = 10 per SM (576 threads)
     moe_decode_down_hc_write_kernel(const uint8_t* pool, const model::SlotScales* scales, model::ExpertSlotLayout layout,
                                     const uint16_t* act, const int32_t* slots, const float* weights, int k,
                                     const uint16_t* shared_down, const float* shared_proj, int shared_inter,
-                                    const float* inject, int streams, float* stream_row, L2Prefetch ahead) {
+                                    const float* inject, int streams, float* stream_row) {
   pdl_trigger();  // weights first; every warp waits before it reads activations
-  l2_prefetch_share(ahead, blockIdx.x, gridDim.x);
   extern __shared__ __align__(16) uint8_t stage[];  // [k][kWarpStageBytes]
   __shared__ float partial[kMaxTopK][kStripRows];
   __shared__ float shared_out[kStripRows];
@@ -740,7 +725,7 @@ void launch_expert_down(const uint8_t* pool, const model::SlotScales* scales, co
 
 void launch_moe_decode_gate_up(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
                                const float* x, const float* logits, int32_t experts, int32_t k, bool renormalize,
-                               L2Prefetch shared_down, uint16_t* act, int32_t* top_experts, float* top_weights,
+                               uint16_t* act, int32_t* top_experts, float* top_weights,
                                cudaStream_t stream) {
   if (layout.format != model::SlotFormat::kNvfp4) throw_invalid_launch("moe decode gate/up: NVFP4 slots only");
   if (experts > kMaxExperts || k < 1 || k > kMaxTopK || k > experts) {
@@ -751,13 +736,13 @@ void launch_moe_decode_gate_up(const uint8_t* pool, const model::SlotScales* sca
   const unsigned threads = kGateUpWarps * kWarp;
   if (experts <= 4 * kWarp) {
     launch_kernel(moe_decode_gate_up_kernel<4>, grid, threads, shared, stream, 1, pool, scales, layout, x, logits, experts,
-                  k, renormalize, act, top_experts, top_weights, shared_down);
+                  k, renormalize, act, top_experts, top_weights);
   } else if (experts <= 16 * kWarp) {
     launch_kernel(moe_decode_gate_up_kernel<16>, grid, threads, shared, stream, 1, pool, scales, layout, x, logits, experts,
-                  k, renormalize, act, top_experts, top_weights, shared_down);
+                  k, renormalize, act, top_experts, top_weights);
   } else {  // up to 4096 experts: the logits spill to local memory, still correct
     launch_kernel(moe_decode_gate_up_kernel<kMaxExperts / kWarp>, grid, threads, shared, stream, 1, pool, scales, layout,
-                  x, logits, experts, k, renormalize, act, top_experts, top_weights, shared_down);
+                  x, logits, experts, k, renormalize, act, top_experts, top_weights);
   }
 }
 
@@ -765,7 +750,7 @@ void launch_moe_decode_down_hc_write(const uint8_t* pool, const model::SlotScale
                                      const model::ExpertSlotLayout& layout, const uint16_t* act, const int32_t* top_experts,
                                      const float* top_weights, int32_t k, const uint16_t* shared_down,
                                      const float* shared_proj, int32_t shared_inter, const float* inject, int32_t streams,
-                                     float* stream_row, cudaStream_t stream, L2Prefetch ahead) {
+                                     float* stream_row, cudaStream_t stream) {
   if (layout.format != model::SlotFormat::kNvfp4) throw_invalid_launch("moe decode down: NVFP4 slots only");
   if (k < 1 || k > kMaxTopK || shared_inter % 8 != 0) {
     throw_invalid_launch("moe decode down: top-k outside [1, 16] or shared intermediate size % 8 != 0");
@@ -773,7 +758,7 @@ void launch_moe_decode_down_hc_write(const uint8_t* pool, const model::SlotScale
   raise_down_shared_limit_once();
   launch_kernel(moe_decode_down_hc_write_kernel, layout.padded_hidden / kStripRows, (k + kSharedWarps) * kWarp,
                 static_cast<size_t>(k) * kWarpStageBytes, stream, 1, pool, scales, layout, act, top_experts, top_weights, k,
-                shared_down, shared_proj, shared_inter, inject, streams, stream_row, ahead);
+                shared_down, shared_proj, shared_inter, inject, streams, stream_row);
 }
 
 }  // namespace imp::cuda

@@ -9,7 +9,6 @@
 
 #include <cstdint>
 
-#include "cuda/kernels/l2_prefetch.h"
 #include "model/expert_slot.h"
 
 namespace imp::cuda {
@@ -38,22 +37,21 @@ void launch_expert_down(const uint8_t* pool, const model::SlotScales* scales, co
 // id), in two kernels instead of four (router, gate/up, down, shared expert):
 //   launch_moe_decode_gate_up: every warp computes the top-k of `logits` [experts] itself (the choices of
 //     launch_router_topk; the weights may differ in the last bits), then act as launch_expert_gate_up; writes
-//     top_experts and top_weights [k] for the second kernel, and asks L2 for the chosen experts' down
-//     projections and for `shared_down` (the second kernel's weights) while it waits on its own loads.
+//     top_experts and top_weights [k] for the second kernel.
 //     1 <= k <= min(16, experts), experts <= 4096; the pool holds a slot per expert.
 //   launch_moe_decode_down_hc_write: v = sum_j weights[j] * down_j . act_j (in choice order) + sigmoid(
 //     shared_proj[2 I_s]) * shared_down . (silu(shared_proj[0, I_s)) * shared_proj[I_s, 2 I_s)), written into the
 //     hyper-connection streams: stream_row[s * H + n] += inject[s] * v (cpu::moe_block, then
 //     cpu::hyper_connection_write). shared_proj = [shared gate | shared up | shared gate logit] of the input
-//     projection; shared_down bf16 [H, I_s]. Asks L2 for `ahead` (the next kernel's weights).
+//     projection; shared_down bf16 [H, I_s].
 void launch_moe_decode_gate_up(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
                                const float* x, const float* logits, int32_t experts, int32_t k, bool renormalize,
-                               L2Prefetch shared_down, uint16_t* act, int32_t* top_experts, float* top_weights,
+                               uint16_t* act, int32_t* top_experts, float* top_weights,
                                cudaStream_t stream);
 void launch_moe_decode_down_hc_write(const uint8_t* pool, const model::SlotScales* scales,
                                      const model::ExpertSlotLayout& layout, const uint16_t* act, const int32_t* top_experts,
                                      const float* top_weights, int32_t k, const uint16_t* shared_down,
                                      const float* shared_proj, int32_t shared_inter, const float* inject, int32_t streams,
-                                     float* stream_row, cudaStream_t stream, L2Prefetch ahead = {});
+                                     float* stream_row, cudaStream_t stream);
 
 }  // namespace imp::cuda

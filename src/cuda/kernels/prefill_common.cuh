@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/device_math.cuh"  // cp_async_commit
 #include "cuda/kernels/fp_codes.cuh"
 
 namespace imp::cuda::prefill {
@@ -24,7 +25,6 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool va
   const int bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem), "r"(bytes));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
