@@ -6,31 +6,28 @@
 // just over 128; slots with exactly one pair). The workspace starts as NaN bytes,
 // so a partial or act row the kernels forget to write shows up.
 //
-// Tolerance, per output element y[t, n]:
+// Tolerance, per output element y[t, n] (expert_flip_bound.h, which explains it and its constants):
 //   |got - want| <= kBase * max|want| + flip[t, n]
 // Both sides see the same bf16 x and the same exact weights; they differ by fp32 summation order only, which
 // stays far below kBase, except where it moves a SwiGLU output a = silu(g) * u across a bf16 rounding
 // midpoint: then the two act values are one bf16 step apart and that step, times a down weight and a route
-// weight, lands in y. The twin bounds this act by act: tol(a) is how far the kernel's a can be from the
-// twin's (act_tolerance), spread(a) the largest change of round_to_bf16 over [a - tol, a + tol] (0 unless a
-// midpoint lies within tol of a: the "ambiguous" acts; then one bf16 step, more only for acts near zero), and
-//   flip[t, n] = 1.01 * sum_j |route_w[t, j]| * sum_i |W_down[n, i]| * spread(a[t, j, i])
-// with |W_down| dequantized (block scale and weight_scale_2 included): cpu::linear on the down projection
-// with its signs cleared; 1.01 covers the fp32 evaluation of the bound itself. The test also checks that this
-// stays a small correction (a minority of acts ambiguous, flip well below the output scale), so it cannot
-// quietly turn into no bound at all.
+// weight, lands in y. flip[t, n] bounds that, act by act. In the cases with >= 1e5 acts (tokens * k * I) the
+// test also checks that this stays a small correction (a minority of acts ambiguous, flip well below the
+// output scale), so it cannot quietly turn into no bound at all.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
 #include "cpu/blocks.h"
 #include "cuda/kernels/moe_prefill.h"
 #include "cuda/memory/device_buffer.h"
+#include "expert_flip_bound.h"
 #include "gpu_test_util.h"
 
 namespace imp::cuda {
@@ -47,67 +44,6 @@ struct Expert {
 // terms (and of the H-term gate / up sums behind acts that round alike) moves y by ~1e-6 of its scale; 2e-4
 // leaves two orders of magnitude.
 constexpr double kBase = 2e-4;
-// Act tolerance (act_tolerance), in units of the fp32 unit roundoff u = 2^-24 where it is fp32 arithmetic:
-//   g and u are H-term dot products that the kernels sum in tensor-core blocks, in an order of their own and
-//   perhaps truncating each accumulator update. Reordering noise: kDot * ||x_t|| * ||w_row|| (this also covers
-//   sums that cancel to near zero, where a relative bound would not); a one-sided truncation on every update
-//   of a sum that grows steadily: kCoherent * |g|. Both were sized on a CPU emulation of the kernels with
-//   truncating 8-product (4-product) accumulator updates: over 6.5M acts the largest |emulated a - twin a|
-//   reached 0.55 (0.75) of tol.
-//   silu(g) * u itself: __expf (2 + 1.2|g| ulp), a division instead of a product with the sigmoid, the scale
-//   folding and the product: a few to ~25 u relative, covered by kRel = 1e-5 (~170 u).
-constexpr double kDot = 8.0 / (1 << 24), kCoherent = 1e-5, kRel = 1e-5;
-
-// How far the kernels' unrounded SwiGLU output can be from the twin's a = silu(g) * u, given the error bounds
-// of g and u propagated through silu(g) * u (silu'(g) = s (1 + g (1 - s)), s = sigmoid(g)).
-// g_scale, u_scale: ||x_t|| * ||row of W_gate / W_up||.
-double act_tolerance(float g, float u, float a, double g_scale, double u_scale) {
-  const double s = 1.0 / (1.0 + std::exp(-static_cast<double>(g)));
-  const double dsilu = s * (1.0 + g * (1.0 - s)), silu = g * s;
-  const double dg = kDot * g_scale + kCoherent * std::fabs(g), du = kDot * u_scale + kCoherent * std::fabs(u);
-  return kRel * std::fabs(a) + std::fabs(dsilu * u) * dg + std::fabs(silu) * du;
-}
-
-// The largest change of round_to_bf16 over [a - tol, a + tol]: 0 unless a bf16 rounding midpoint lies within
-// tol of a, and then the bf16 step across it (more steps only for acts near zero, where tol can exceed one).
-double bf16_rounding_spread(float a, double tol) {
-  const double hi = static_cast<double>(a) + tol, lo = static_cast<double>(a) - tol;
-  float f_hi = static_cast<float>(hi), f_lo = static_cast<float>(lo);
-  if (f_hi < hi) f_hi = std::nextafter(f_hi, INFINITY);  // rounded outwards: never narrower than the interval
-  if (f_lo > lo) f_lo = std::nextafter(f_lo, -INFINITY);
-  const double r = round_to_bf16(a);
-  return std::max(round_to_bf16(f_hi) - r, r - round_to_bf16(f_lo));
-}
-
-// ||row|| of each of the `rows` rows of projection p of e, in the values the twin dequantizes.
-std::vector<double> row_norms(const Expert& e, int p, bool nvfp4, float scale_2, int rows, int cols) {
-  double e2m1_sq[16];
-  for (int c = 0; c < 16; ++c) e2m1_sq[c] = static_cast<double>(e2m1_to_f32(static_cast<uint8_t>(c))) * e2m1_to_f32(static_cast<uint8_t>(c));
-  std::vector<double> norms(static_cast<size_t>(rows));
-  for (int r = 0; r < rows; ++r) {
-    const size_t row = static_cast<size_t>(r) * cols;
-    double sum = 0.0;
-    if (nvfp4) {
-      for (int b = 0; b < cols / 16; ++b) {
-        double block = 0.0;
-        for (int j = 0; j < 8; ++j) {
-          const uint8_t byte = e.codes[p][(row + static_cast<size_t>(b) * 16) / 2 + j];
-          block += e2m1_sq[byte & 0xf] + e2m1_sq[byte >> 4];
-        }
-        const double scale = e4m3_to_f32(e.scales[p][row / 16 + b]);
-        sum += block * scale * scale;
-      }
-      sum *= static_cast<double>(scale_2) * scale_2;
-    } else {
-      for (int c = 0; c < cols; ++c) {
-        const double v = bf16_to_f32(e.bf16[p][row + c]);
-        sum += v * v;
-      }
-    }
-    norms[static_cast<size_t>(r)] = std::sqrt(sum);
-  }
-  return norms;
-}
 
 enum class Routing { kUniform, kSkewed };
 
@@ -192,16 +128,8 @@ void check_moe_prefill(model::SlotFormat format, int H, int I, int num_slots, in
   // kernels use them. Alongside, the act flip bound of each output (see the top of the file).
   std::vector<float> x_rounded(x.size());
   std::transform(x.begin(), x.end(), x_rounded.begin(), round_to_bf16);
-  std::vector<double> x_norm(static_cast<size_t>(tokens));
-  for (int t = 0; t < tokens; ++t) {
-    double sum = 0.0;
-    for (int h = 0; h < H; ++h) sum += static_cast<double>(x_rounded[static_cast<size_t>(t) * H + h]) * x_rounded[static_cast<size_t>(t) * H + h];
-    x_norm[static_cast<size_t>(t)] = std::sqrt(sum);
-  }
+  FlipBound bound(x_rounded, tokens, H);
   std::vector<float> per_pair(chosen.size() * static_cast<size_t>(H));
-  std::vector<float> flip(static_cast<size_t>(tokens) * H, 0.0f);
-  size_t ambiguous = 0;
-  const size_t acts = chosen.size() * static_cast<size_t>(I);
   for (int s : slot_ids) {
     std::vector<int> pairs;
     for (size_t p = 0; p < chosen.size(); ++p) {
@@ -210,17 +138,19 @@ void check_moe_prefill(model::SlotFormat format, int H, int I, int num_slots, in
     if (pairs.empty()) continue;
     const int n = static_cast<int>(pairs.size());
     std::vector<float> xs(static_cast<size_t>(n) * H), g(static_cast<size_t>(n) * I), u(g.size()), y(static_cast<size_t>(n) * H);
-    std::vector<float> spread(g.size()), y_flip(y.size());
+    std::vector<int> token(static_cast<size_t>(n));
+    std::vector<float> pair_w(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) {
-      std::copy_n(x_rounded.begin() + static_cast<ptrdiff_t>(pairs[static_cast<size_t>(i)] / k) * H, H, xs.begin() + static_cast<ptrdiff_t>(i) * H);
+      const int p = pairs[static_cast<size_t>(i)];
+      token[static_cast<size_t>(i)] = p / k;
+      pair_w[static_cast<size_t>(i)] = route_w[static_cast<size_t>(p)];
+      std::copy_n(x_rounded.begin() + static_cast<ptrdiff_t>(p / k) * H, H, xs.begin() + static_cast<ptrdiff_t>(i) * H);
     }
     const Expert& e = experts[static_cast<size_t>(s)];
     const model::SlotScales& sc = scales[static_cast<size_t>(s)];
-    model::TensorInfo w[3], ws[3], abs_w;
-    model::ExpertProjection proj[3], abs_down;
+    model::TensorInfo w[3], ws[3];
+    model::ExpertProjection proj[3];
     const float scale2[3] = {sc.gate, sc.up, sc.down};
-    std::vector<uint8_t> abs_codes;
-    std::vector<uint16_t> abs_bf16;
     for (int p = 0; p < 3; ++p) {
       if (nvfp4) {
         w[p] = host_tensor(e.codes[p].data(), DType::kU8, {rows_of[p], cols_of[p] / 2});
@@ -231,42 +161,17 @@ void check_moe_prefill(model::SlotFormat format, int H, int I, int num_slots, in
         proj[p] = {&w[p], nullptr, 1.0f, rows_of[p], cols_of[p]};
       }
     }
-    // |W_down|: the E2M1 sign is bit 3 of each nibble (the E4M3 block scales and weight_scale_2 are positive),
-    // the BF16 sign bit 15.
-    if (nvfp4) {
-      abs_codes = e.codes[2];
-      for (auto& b : abs_codes) b &= 0x77;
-      abs_w = host_tensor(abs_codes.data(), DType::kU8, {H, I / 2});
-      abs_down = {&abs_w, &ws[2], scale2[2], H, I};
-    } else {
-      abs_bf16 = e.bf16[2];
-      for (auto& b : abs_bf16) b &= 0x7fff;
-      abs_w = host_tensor(abs_bf16.data(), DType::kBF16, {H, I});
-      abs_down = {&abs_w, nullptr, 1.0f, H, I};
-    }
-    const std::vector<double> gate_norm = row_norms(e, 0, nvfp4, scale2[0], I, H);
-    const std::vector<double> up_norm = row_norms(e, 1, nvfp4, scale2[1], I, H);
+    const FlipExpert flip_expert =
+        nvfp4 ? nvfp4_flip_expert({e.codes[0].data(), e.scales[0].data(), scale2[0]}, {e.codes[1].data(), e.scales[1].data(), scale2[1]},
+                                  {e.codes[2].data(), e.scales[2].data(), scale2[2]}, H, I)
+              : bf16_flip_expert(e.bf16[0].data(), e.bf16[1].data(), e.bf16[2].data(), H, I);
     cpu::linear(proj[0], xs.data(), n, g.data());
     cpu::linear(proj[1], xs.data(), n, u.data());
-    for (int i = 0; i < n; ++i) {
-      const double xn = x_norm[static_cast<size_t>(pairs[static_cast<size_t>(i)] / k)];
-      for (int r = 0; r < I; ++r) {
-        const size_t at = static_cast<size_t>(i) * I + r;
-        const float a = cpu::silu(g[at]) * u[at];
-        const double tol = act_tolerance(g[at], u[at], a, xn * gate_norm[static_cast<size_t>(r)], xn * up_norm[static_cast<size_t>(r)]);
-        spread[at] = static_cast<float>(bf16_rounding_spread(a, tol));
-        ambiguous += spread[at] > 0.0f;
-        g[at] = round_to_bf16(a);
-      }
-    }
+    bound.add(flip_expert, n, token.data(), pair_w.data(), g.data(), u.data(), g.data());  // g = bf16 act
     cpu::linear(proj[2], g.data(), n, y.data());
-    cpu::linear(abs_down, spread.data(), n, y_flip.data());
     for (int i = 0; i < n; ++i) {
       const size_t p = static_cast<size_t>(pairs[static_cast<size_t>(i)]);
       std::copy_n(y.begin() + static_cast<ptrdiff_t>(i) * H, H, per_pair.begin() + static_cast<ptrdiff_t>(p) * H);
-      const float rw = std::fabs(route_w[p]);
-      float* out = flip.data() + p / k * H;
-      for (int m = 0; m < H; ++m) out[m] += 1.01f * rw * y_flip[static_cast<size_t>(i) * H + m];
     }
   }
   std::vector<float> want(static_cast<size_t>(tokens) * H, 0.0f);
@@ -290,39 +195,10 @@ void check_moe_prefill(model::SlotFormat format, int H, int I, int num_slots, in
   IMP_CUDA_CHECK(cudaDeviceSynchronize());
   const auto got = d_y.download();
   ASSERT_EQ(got.size(), want.size());
-  double scale = 0.0, max_flip = 0.0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
-    max_flip = std::max(max_flip, static_cast<double>(flip[i]));
-  }
-  // Per element: fp32 reordering plus the bf16 flips the twin found possible (see the top of the file). NaN
-  // fails and is reported first.
-  size_t bad = 0, worst = 0;
-  double worst_excess = -INFINITY;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double diff = std::fabs(static_cast<double>(got[i]) - want[i]), bound = kBase * scale + flip[i];
-    if (!(diff <= bound)) ++bad;
-    const double excess = std::isnan(diff) ? INFINITY : diff - bound;
-    if (excess > worst_excess) {
-      worst_excess = excess;
-      worst = i;
-    }
-  }
-  const double worst_diff = std::fabs(static_cast<double>(got[worst]) - want[worst]);
-  EXPECT_EQ(bad, 0u) << bad << " elements out of bound; tokens " << tokens << " H " << H << " I " << I
-                     << ": worst [token " << worst / H << ", " << worst % H << "] |got - want| " << worst_diff
-                     << " (" << worst_diff / scale << " of max|want|), bound " << kBase * scale + flip[worst] << " = "
-                     << kBase << " * max|want| + flip " << flip[worst] << "; ambiguous acts " << ambiguous << " of "
-                     << acts << ", max|want| " << scale << ", max flip " << max_flip;
-  // The flip bound stays a small correction. Checked where there are enough acts for these to be statistics:
-  // with a few hundred, one large ambiguous act alone can be a sizable share of max|want|. Emulated at the
-  // released shapes: ~9% of acts ambiguous (nearly all of them small acts whose tolerance is the absolute
-  // reordering term, with a tiny bf16 step), max flip 2e-3 .. 3.3e-3 of max|want|. With three acts in four
-  // ambiguous (a tolerance of half a bf16 step), it reached 2e-2 .. 3.5e-2.
-  if (acts >= 100000) {
-    EXPECT_LE(ambiguous, acts / 4) << "ambiguous acts " << ambiguous << " of " << acts;
-    EXPECT_LE(max_flip, 1e-2 * scale) << "max flip " << max_flip << ", max|want| " << scale;
-  }
+  // Per element: fp32 reordering plus the bf16 flips the twin found possible (see the top of the file); with
+  // >= 1e5 acts also that the flip bound stays a small correction.
+  expect_within_flip_bound(got, want, bound, H,
+                           {kBase, true, "tokens " + std::to_string(tokens) + " H " + std::to_string(H) + " I " + std::to_string(I)});
 
   // Deterministic: a second run gives identical bits.
   launch_moe_prefill(d_pool.data(), d_scales.data(), layout, d_x.data(), d_slots.data(), d_w.data(), tokens, k,

@@ -16,32 +16,27 @@ namespace cg = cooperative_groups;
 constexpr int kMaxRows = 8;
 
 template <int Rows>
-__global__ void gemv_bf16_kernel(const uint16_t* weight, const float* x, int n, int k, float* y) {
-  pdl_trigger();  // weights first: bf16_row_dots waits before it reads x
-  const int row_n = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
-  if (row_n >= n) return;
-  float acc[Rows];
-  bf16_row_dots<Rows>(weight + static_cast<size_t>(row_n) * k, k, PlainX{x, k}, acc);
-  if (threadIdx.x % kWarp != 0) return;
+__global__ void gemv_bf16_kernel(const uint16_t* weight, const float* x, int n, int k, int split, float* y) {
+  pdl_trigger();  // weights first: the dots wait before they read x
+  gemv_rows<Rows>(weight, n, k, split, PlainX{x, k}, [&](int row, const float (&acc)[Rows]) {
 #pragma unroll
-  for (int r = 0; r < Rows; ++r) y[static_cast<size_t>(r) * n + row_n] = acc[r];
+    for (int r = 0; r < Rows; ++r) y[static_cast<size_t>(r) * n + row] = acc[r];
+  });
 }
 
 // The projection's output goes straight into the hyper-connection streams (cpu::hyper_connection_write).
-__global__ void gemv_bf16_hc_write_kernel(const uint16_t* weight, const float* x, int n, int k, const float* inject,
-                                          int streams, float* stream_row) {
-  pdl_trigger();  // weights first: bf16_row_dots waits before it reads x
-  const int row_n = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
-  if (row_n >= n) return;
-  float acc[1];
-  bf16_row_dots<1>(weight + static_cast<size_t>(row_n) * k, k, PlainX{x, k}, acc);
-  if (threadIdx.x % kWarp != 0) return;
-  for (int s = 0; s < streams; ++s) stream_row[static_cast<size_t>(s) * n + row_n] += inject[s] * acc[0];
+__global__ void gemv_bf16_hc_write_kernel(const uint16_t* weight, const float* x, int n, int k, int split,
+                                          const float* inject, int streams, float* stream_row) {
+  pdl_trigger();  // weights first: the dots wait before they read x
+  gemv_rows<1>(weight, n, k, split, PlainX{x, k}, [&](int row, const float (&acc)[1]) {
+    for (int s = 0; s < streams; ++s) stream_row[static_cast<size_t>(s) * n + row] += inject[s] * acc[0];
+  });
 }
 
 template <int Rows>
 void launch_rows(const uint16_t* weight, const float* x, int32_t n, int32_t k, float* y, cudaStream_t stream) {
-  launch_kernel(gemv_bf16_kernel<Rows>, gemv_blocks(n), kGemvThreads, 0, stream, 1, weight, x, n, k, y);
+  const int split = gemv_split(n, k);
+  launch_kernel(gemv_bf16_kernel<Rows>, gemv_split_blocks(n, split), kGemvThreads, 0, stream, 1, weight, x, n, k, split, y);
 }
 
 // One block per (row, group); groups are at most a few thousand wide.
@@ -132,8 +127,9 @@ void launch_gemv_bf16(const uint16_t* weight, const float* x, int32_t rows, int3
 void launch_gemv_bf16_hc_write(const uint16_t* weight, const float* x, int32_t n, int32_t k, const float* inject,
                                int32_t streams, float* stream_row, cudaStream_t stream) {
   if (k % 8 != 0) throw_invalid_launch("gemv_bf16_hc_write: K % 8 != 0");
-  launch_kernel(gemv_bf16_hc_write_kernel, gemv_blocks(n), kGemvThreads, 0, stream, 1, weight, x, n, k, inject, streams,
-                stream_row);
+  const int split = gemv_split(n, k);
+  launch_kernel(gemv_bf16_hc_write_kernel, gemv_split_blocks(n, split), kGemvThreads, 0, stream, 1, weight, x, n, k, split,
+                inject, streams, stream_row);
 }
 
 void launch_rms_norm(const float* x, const uint16_t* weight, int32_t rows, int32_t width, int32_t group, float eps,

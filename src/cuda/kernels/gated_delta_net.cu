@@ -41,17 +41,14 @@ __global__ void gdn_conv_step_kernel(GatedDeltaNetShape shape, const uint16_t* c
   x[c] = conv_step_channel(conv_w, K, state + static_cast<size_t>(row) * (K - 1) * channels, channels, c, x[c]);
 }
 
-// Decode: in_proj's GEMV with the conv step applied to the first `channels` outputs by the warp that made
-// each (one warp per output row, so every channel's state is touched once).
-__global__ void gdn_in_proj_conv_kernel(const uint16_t* weight, const float* x, int n, int k, const uint16_t* conv_w,
-                                        int K, float* conv_state, int channels, float* y) {
-  pdl_trigger();  // weights first: bf16_row_dots waits before it reads x
-  const int row_n = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
-  if (row_n >= n) return;
-  float acc[1];
-  bf16_row_dots<1>(weight + static_cast<size_t>(row_n) * k, k, PlainX{x, k}, acc);
-  if (threadIdx.x % kWarp != 0) return;
-  y[row_n] = row_n < channels ? conv_step_channel(conv_w, K, conv_state, channels, row_n, acc[0]) : acc[0];
+// Decode: in_proj's GEMV (split-K, gemv_row.cuh) with the conv step applied to the first `channels` outputs
+// by the thread that completes each (one per output row, so every channel's state is touched once).
+__global__ void gdn_in_proj_conv_kernel(const uint16_t* weight, const float* x, int n, int k, int split,
+                                        const uint16_t* conv_w, int K, float* conv_state, int channels, float* y) {
+  pdl_trigger();  // weights first: the dots wait before they read x
+  gemv_rows<1>(weight, n, k, split, PlainX{x, k}, [&](int row, const float (&acc)[1]) {
+    y[row] = row < channels ? conv_step_channel(conv_w, K, conv_state, channels, row, acc[0]) : acc[0];
+  });
 }
 
 __device__ __forceinline__ float block_sum(float v, float* scratch) {
@@ -203,8 +200,9 @@ void launch_gdn_in_proj_conv(const GatedDeltaNetShape& shape, const GatedDeltaNe
   if (shape.conv_kernel < 2 || k % 8 != 0 || n < shape.conv_channels()) {
     throw_invalid_launch("gdn in_proj + conv: kernel < 2, K % 8 != 0 or fewer outputs than conv channels");
   }
-  launch_kernel(gdn_in_proj_conv_kernel, gemv_blocks(n), kGemvThreads, 0, stream, 1, in_proj, x, n, k, w.conv1d,
-                shape.conv_kernel, conv_state, shape.conv_channels(), y);
+  const int split = gemv_split(n, k);
+  launch_kernel(gdn_in_proj_conv_kernel, gemv_split_blocks(n, split), kGemvThreads, 0, stream, 1, in_proj, x, n, k, split,
+                w.conv1d, shape.conv_kernel, conv_state, shape.conv_channels(), y);
 }
 
 void launch_gdn_recurrent_step(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,

@@ -12,36 +12,38 @@
 namespace imp::cuda {
 
 constexpr int kGemvBatch = 4;
-constexpr int kGemvThreads = 128;  // 4 rows (warps) per block
-constexpr unsigned gemv_blocks(int rows) { return static_cast<unsigned>((rows + kGemvThreads / kWarp - 1) / (kGemvThreads / kWarp)); }
+constexpr int kGemvThreads = 128;  // 4 warps per block
+constexpr int kGemvWarps = kGemvThreads / kWarp;
+constexpr unsigned gemv_blocks(int rows) { return static_cast<unsigned>((rows + kGemvWarps - 1) / kGemvWarps); }
 // Measured on the H200 (graph of back-to-back launches, build/exp A/B of 8 load schemes): 4 loads in flight per
 // lane through the read-only path in 128-thread blocks was the best or within 3% of it on every decode shape
 // (in_proj 16480x2560: 3.55 TB/s; LM head 4.50 TB/s); 8 loads per lane, streaming (.cs) loads or 512-thread
 // blocks were up to 15% slower on the mid-size projections.
 
 // PDL: the first batch of weight loads goes out before pdl_wait(); load_x runs after it (see device_math.cuh).
+// Chunks (8 inputs each) [first, last) of the row; bf16_row_dots covers all of it.
 template <int Rows, class LoadX>
-__device__ __forceinline__ void bf16_row_dots(const uint16_t* row, int k, LoadX load_x, float (&acc)[Rows]) {
+__device__ __forceinline__ void bf16_row_dots_range(const uint16_t* row, int first, int last, LoadX load_x,
+                                                    float (&acc)[Rows]) {
   const int lane = threadIdx.x % kWarp;
   const uint4* w = reinterpret_cast<const uint4*>(row);
-  const int chunks = k / 8;
 #pragma unroll
   for (int r = 0; r < Rows; ++r) acc[r] = 0.0f;
   uint4 packed[kGemvBatch];
   auto load_batch = [&](int c0) {
 #pragma unroll
     for (int b = 0; b < kGemvBatch; ++b) {
-      if (c0 + b * kWarp < chunks) packed[b] = __ldg(w + c0 + b * kWarp);
+      if (c0 + b * kWarp < last) packed[b] = __ldg(w + c0 + b * kWarp);
     }
   };
-  load_batch(lane);
+  load_batch(first + lane);
   pdl_wait();
-  for (int c0 = lane; c0 < chunks; c0 += kWarp * kGemvBatch) {
-    if (c0 != lane) load_batch(c0);
+  for (int c0 = first + lane; c0 < last; c0 += kWarp * kGemvBatch) {
+    if (c0 != first + lane) load_batch(c0);
 #pragma unroll
     for (int b = 0; b < kGemvBatch; ++b) {
+      if (c0 + b * kWarp >= last) break;
       const int c = 8 * (c0 + b * kWarp);
-      if (c >= k) break;
       const uint32_t words[4] = {packed[b].x, packed[b].y, packed[b].z, packed[b].w};
       float wf[8];
 #pragma unroll
@@ -60,6 +62,59 @@ __device__ __forceinline__ void bf16_row_dots(const uint16_t* row, int k, LoadX 
   }
 #pragma unroll
   for (int r = 0; r < Rows; ++r) acc[r] = warp_sum(acc[r]);
+}
+
+template <int Rows, class LoadX>
+__device__ __forceinline__ void bf16_row_dots(const uint16_t* row, int k, LoadX load_x, float (&acc)[Rows]) {
+  bf16_row_dots_range<Rows>(row, 0, k / 8, load_x, acc);
+}
+
+// Split-K decode GEMV: each row's K split over `split` warps of a 4-warp block (1, 2 or 4; 4 / split rows per
+// block), the partial dots added in part order in shared memory. A/B on the H200 with cold weights
+// (bench/experiments/gemv_split_k.cu, bench/results/2026-11-29_gemv_split_k_ab.txt): 2 warps per row for the
+// output projections (2560 x 6144: 12.2 -> 10.3 us) and the MoE input (1793 x 2560: 5.2 -> 4.7 us), 4 for the
+// input projections (16480 x 2560: 24.8 -> 22.2 us); very long GEMVs (the LM head) stay at one warp per row.
+inline int gemv_split(int rows, int k) {
+  if (k < 2048 || rows > 65536) return 1;
+  return rows >= 8192 ? 4 : 2;
+}
+inline unsigned gemv_split_blocks(int rows, int split) {
+  const int per_block = kGemvWarps / split;
+  return static_cast<unsigned>((rows + per_block - 1) / per_block);
+}
+
+// The kernel body: epilogue(row, acc) runs once per output row (row < n) with the full dots, after the
+// wait (the thread that runs it, or its warp, has waited).
+template <int Rows, class LoadX, class Epilogue>
+__device__ __forceinline__ void gemv_rows(const uint16_t* weight, int n, int k, int split, LoadX load_x,
+                                          Epilogue epilogue) {
+  __shared__ float partial[kGemvWarps][Rows];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int per_block = kGemvWarps / split, part = warp % split;
+  const int row = blockIdx.x * per_block + warp / split;
+  const int chunks = k / 8, per = (chunks + split - 1) / split;
+  const int first = min(chunks, part * per), last = min(chunks, first + per);
+  float acc[Rows];
+  if (row < n) bf16_row_dots_range<Rows>(weight + static_cast<size_t>(row) * k, first, last, load_x, acc);
+  if (split == 1) {
+    if (row < n && lane == 0) epilogue(row, acc);
+    return;
+  }
+  if (row < n && lane == 0) {
+#pragma unroll
+    for (int r = 0; r < Rows; ++r) partial[warp][r] = acc[r];
+  }
+  __syncthreads();
+  const int t = static_cast<int>(threadIdx.x), out = blockIdx.x * per_block + t;
+  if (t < per_block && out < n) {  // warp 0's lanes; warp 0 holds the block's first row, so it has waited
+    float sum[Rows];
+#pragma unroll
+    for (int r = 0; r < Rows; ++r) {
+      sum[r] = 0.0f;
+      for (int p = 0; p < split; ++p) sum[r] += partial[t * split + p][r];
+    }
+    epilogue(out, sum);
+  }
 }
 
 // load_x for plain fp32 rows [Rows, k].

@@ -196,8 +196,9 @@ constexpr int kWarpStageBytes = kStageUnits * (kUnitCodeBytes + kUnitScaleBytes)
 // One warp: rows [16 strip, 16 strip + 16) of kProj packed projections of the same shape times one BF16
 // input vector, over supertiles [st_begin, st_end), kChunk supertiles per batch (kProj * kChunk <= 10 units).
 // A batch first issues the lane's input loads, then every unit of the batch with cp.async into the warp's
-// stage (5760 bytes: 16 bytes of codes per lane and unit, the scales by lanes 0-3 per unit), then waits once
-// and computes; so a warp has its whole batch in flight before it needs any of it.
+// stage (5760 bytes: 16 bytes of codes per lane and unit, the scales by lanes 0-3 per unit) in two commit
+// groups (the first and second half of the supertiles), then computes the first half once it has landed while
+// the second is still arriving; so a warp has its whole batch in flight before it needs any of it.
 // Tile-per-lane mma: in the mma of tile q only lanes 8q..8q+7 feed B (columns 2q, 2q+1 of B hold x of tile
 // q; the others are zero), so the four mma of a supertile accumulate, in column pair c = lane % 4 of D,
 // exactly tile q = c. Lane (g = lane/4, c) thus holds rows g and g + 8 of tile c and applies only their two
@@ -232,25 +233,30 @@ __device__ __forceinline__ void strip_dot(const uint8_t* const (&codes)[kProj], 
         xw[i][1] = i < n ? words[k0 / 2 + 4] : 0u;
       }
     }
+    // Two commit groups, the batch's first and second half of supertiles (all projections), so the first half
+    // is computed while the second is still arriving.
+    const int half = (n + 1) / 2;
+    for (int group = 0; group < 2; ++group) {
 #pragma unroll
-    for (int u = 0; u < kProj * kChunk; ++u) {
-      const int p = u / kChunk, i = u % kChunk;
-      if (i < n) {
-        cp_async16(stage_codes + u * kUnitCodeBytes + lane * 16,
-                   codes[p] + static_cast<size_t>(st0 + i) * kUnitCodeBytes + lane * 16);
+      for (int u = 0; u < kProj * kChunk; ++u) {
+        const int p = u / kChunk, i = u % kChunk;
+        if (i < n && (i < half) == (group == 0)) {
+          cp_async16(stage_codes + u * kUnitCodeBytes + lane * 16,
+                     codes[p] + static_cast<size_t>(st0 + i) * kUnitCodeBytes + lane * 16);
+        }
       }
-    }
-    for (int t = lane; t < kProj * kChunk * 4; t += kWarp) {
-      const int u = t / 4, p = u / kChunk, i = u % kChunk;
-      const uint8_t* projection_scales = scales[0];
+      for (int t = lane; t < kProj * kChunk * 4; t += kWarp) {
+        const int u = t / 4, p = u / kChunk, i = u % kChunk;
+        const uint8_t* projection_scales = scales[0];
 #pragma unroll
-      for (int pp = 1; pp < kProj; ++pp) projection_scales = p == pp ? scales[pp] : projection_scales;  // no local array
-      if (i < n) {
-        cp_async16(stage_scales + u * kUnitScaleBytes + (t % 4) * 16,
-                   projection_scales + static_cast<size_t>(st0 + i) * kUnitScaleBytes + (t % 4) * 16);
+        for (int pp = 1; pp < kProj; ++pp) projection_scales = p == pp ? scales[pp] : projection_scales;  // no local array
+        if (i < n && (i < half) == (group == 0)) {
+          cp_async16(stage_scales + u * kUnitScaleBytes + (t % 4) * 16,
+                     projection_scales + static_cast<size_t>(st0 + i) * kUnitScaleBytes + (t % 4) * 16);
+        }
       }
+      cp_async_commit();
     }
-    cp_async_commit();
     if constexpr (kFloatInput) {  // bf16 now (the weights are in flight): half the registers through the compute
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) {
@@ -258,12 +264,16 @@ __device__ __forceinline__ void strip_dot(const uint8_t* const (&codes)[kProj], 
         xw[i][1] = pack_bf16x2(xf[i][1].x, xf[i][1].y);
       }
     }
-    cp_async_wait_all();
+    asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // the first half has landed
     __syncwarp();  // the scales were copied by other lanes
 
 #pragma unroll
     for (int i = 0; i < kChunk; ++i) {
       if (i >= n) break;
+      if (i == half) {
+        cp_async_wait_all();
+        __syncwarp();
+      }
       const uint32_t b0 = xw[i][0], b1 = xw[i][1];
 #pragma unroll
       for (int p = 0; p < kProj; ++p) {
@@ -283,6 +293,7 @@ __device__ __forceinline__ void strip_dot(const uint8_t* const (&codes)[kProj], 
         acc[p][1] += d[2] * s.y;
       }
     }
+    cp_async_wait_all();  // (n == 1: the second group is empty)
     __syncwarp();  // the stage is reused by the next batch
   }
 }
@@ -368,23 +379,13 @@ __device__ __forceinline__ void warp_router(const float* logits, int experts, in
     const int e = lane + i * kWarp;
     v[i] = e < experts ? __ldcg(logits + e) : 0.0f;
   }
-  float m = -INFINITY, s = 0.0f;
-  uint64_t best = 0;  // 0: no key
+  uint64_t keys[kPer];  // built once; the rounds only compare
+  uint64_t best = 0;    // 0: no key
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int e = lane + i * kWarp;
-    if (e < experts) {
-      m = fmaxf(m, v[i]);
-      const uint64_t key = router_key(v[i], e);
-      best = key > best ? key : best;
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    if (lane + i * kWarp < experts) s += expf(v[i] - m);
-  }
-  for (int o = kWarp / 2; o > 0; o /= 2) {
-    softmax_combine(m, s, __shfl_xor_sync(kFull, m, o), __shfl_xor_sync(kFull, s, o));
+    keys[i] = e < experts ? router_key(v[i], e) : 0;
+    best = keys[i] > best ? keys[i] : best;
   }
   uint64_t mine = 0;
   for (int j = 0; j < k; ++j) {
@@ -395,13 +396,17 @@ __device__ __forceinline__ void warp_router(const float* logits, int experts, in
     if (win != 0 && best == win) {  // the winner's lane: the next best of its keys (all distinct)
       best = 0;
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) {
-        const int e = lane + i * kWarp;
-        const uint64_t key = e < experts ? router_key(v[i], e) : 0;
-        best = key < win && key > best ? key : best;
-      }
+      for (int i = 0; i < kPer; ++i) best = keys[i] < win && keys[i] > best ? keys[i] : best;
     }
   }
+  // Softmax over every expert: the maximum logit is the first choice's (lane 0), then one sum of exp.
+  const float m = key_logit(__shfl_sync(kFull, mine, 0));
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    if (lane + i * kWarp < experts) s += expf(v[i] - m);
+  }
+  s = warp_sum(s);
   const float p = lane < k ? expf(key_logit(mine) - m) / s : 0.0f;
   const float total = warp_sum(p);
   expert = lane < k ? key_expert(mine) : 0;
