@@ -70,14 +70,12 @@ __device__ __forceinline__ void bf16_row_dots(const uint16_t* row, int k, LoadX 
 }
 
 // Split-K decode GEMV: each row's K split over `split` warps of a 4-warp block (1, 2 or 4; 4 / split rows per
-// block), the partial dots added in part order in shared memory. A/B on the H200 with cold weights
-// (bench/experiments/gemv_split_k.cu, bench/results/2026-11-29_gemv_split_k_ab.txt): 2 warps per row for the
-// output projections (2560 x 6144: 12.2 -> 10.3 us) and the MoE input (1793 x 2560: 5.2 -> 4.7 us), 4 for the
-// input projections (16480 x 2560: 24.8 -> 22.2 us); very long GEMVs (the LM head) stay at one warp per row.
-inline int gemv_split(int rows, int k) {
-  if (k < 2048 || rows > 65536) return 1;
-  return rows >= 8192 ? 4 : 2;
-}
+// block), the partial dots added in part order in shared memory. Only GEMVs with few rows gain: decode on the
+// H200 (full-scale dummy model, tg 128 at 1K, medians of 5) ran 174.1 tok/s with 2 warps per row below 8192 rows
+// (the 2560 x 6144 output projections, the 1793 x 2560 MoE input), 170.5 with 2 for every GEMV with K >= 2048,
+// 167.9 with 4 for the 8192+ row input projections. A/B of single GEMVs with cold weights:
+// bench/experiments/gemv_split_k.cu, bench/results/2026-11-29_gemv_split_k_ab.txt.
+inline int gemv_split(int rows, int k) { return k >= 2048 && rows < 8192 ? 2 : 1; }
 inline unsigned gemv_split_blocks(int rows, int split) {
   const int per_block = kGemvWarps / split;
   return static_cast<unsigned>((rows + per_block - 1) / per_block);
