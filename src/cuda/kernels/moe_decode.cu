@@ -419,9 +419,7 @@ __global__ void __launch_bounds__(kGateUpWarps * kWarp, 4)
     moe_decode_gate_up_kernel(const uint8_t* pool, const model::SlotScales* scales, model::ExpertSlotLayout layout,
                               const float* x, const float* logits, int experts, int k, bool renormalize, uint16_t* act,
                               int32_t* top_experts, float* top_weights) {
-  // Wait, then trigger: the down kernel starts only when every block here has waited, i.e. after the input
-  // projection has completed.
-  pdl_begin();
+  pdl_begin();  // the logits come from the previous kernel; nothing to load before them
   extern __shared__ __align__(16) uint8_t stage[];  // [warps][kWarpStageBytes]
   __shared__ int chosen;
   const int j = blockIdx.y;
