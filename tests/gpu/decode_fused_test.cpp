@@ -19,19 +19,6 @@ namespace {
 
 using namespace testing_support;
 
-model::ModelConfig hc_config(int streams, int d) {
-  model::ModelConfig config;
-  config.hc_count = streams;
-  config.hidden_size = d;
-  return config;
-}
-
-std::vector<float> positive_inject(int streams) {
-  std::vector<float> inject = random_floats(static_cast<size_t>(streams));
-  for (float& v : inject) v = 2.0f / (1.0f + std::exp(-v));  // 2 sigmoid(.), as the read produces them
-  return inject;
-}
-
 TEST(GpuDecodeFused, ProjectionIntoStreamsMatchesCpu) {
   for (auto [streams, d, k] : {std::tuple{4, 2560, 6144}, {3, 64, 40}, {2, 136, 8}}) {
     Bf16Weight w({d, k}, 0.05f);

@@ -146,9 +146,8 @@ struct FlipExpert {
   // y [rows, H] = |W_down| x for x [rows, I] (cpu::linear, as the twin's down projection).
   void abs_down(const float* x, int rows, float* y) const {
     if (nvfp4) {
-      const model::TensorInfo w = host_tensor(abs_down_codes.data(), DType::kU8, {H, I / 2});
-      const model::TensorInfo s = host_tensor(down_scales.data(), DType::kF8E4M3, {H, I / 16});
-      cpu::linear(model::ExpertProjection{&w, &s, down_scale_2, H, I}, x, rows, y);
+      const Nvfp4View w(abs_down_codes.data(), down_scales.data(), down_scale_2, H, I);
+      cpu::linear(w.projection, x, rows, y);
     } else {
       const model::TensorInfo w = host_tensor(abs_down_bf16.data(), DType::kBF16, {H, I});
       cpu::linear(model::ExpertProjection{&w, nullptr, 1.0f, H, I}, x, rows, y);

@@ -10,6 +10,8 @@
 #include "core/dtype.h"
 #include "cuda/memory/device_buffer.h"
 #include "model/checkpoint.h"
+#include "model/config.h"
+#include "model/weights.h"
 
 namespace imp::cuda::testing_support {
 
@@ -60,6 +62,33 @@ inline double max_rel_diff(const std::vector<float>& got, const std::vector<floa
     scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
   }
   return got.size() == want.size() ? diff / scale : INFINITY;
+}
+
+// A cpu::linear view of one NVFP4 projection in checkpoint layout (codes [rows, cols/2], E4M3 block scales
+// [rows, cols/16]). It holds the TensorInfos its projection points at, so it is neither copied nor moved.
+struct Nvfp4View {
+  Nvfp4View(const uint8_t* codes, const uint8_t* scales, float scale_2, int64_t rows, int64_t cols)
+      : codes_info(host_tensor(codes, DType::kU8, {rows, cols / 2})),
+        scales_info(host_tensor(scales, DType::kF8E4M3, {rows, cols / 16})),
+        projection{&codes_info, &scales_info, scale_2, rows, cols} {}
+  Nvfp4View(const Nvfp4View&) = delete;
+  Nvfp4View& operator=(const Nvfp4View&) = delete;
+  model::TensorInfo codes_info, scales_info;
+  model::ExpertProjection projection;
+};
+
+// Hyper-connection write inputs: a config with S streams of width d, and inject weights as the read makes
+// them (2 sigmoid(.), positive).
+inline model::ModelConfig hc_config(int streams, int d) {
+  model::ModelConfig config;
+  config.hc_count = streams;
+  config.hidden_size = d;
+  return config;
+}
+inline std::vector<float> positive_inject(int streams) {
+  std::vector<float> inject = random_floats(static_cast<size_t>(streams));
+  for (float& v : inject) v = 2.0f / (1.0f + std::exp(-v));
+  return inject;
 }
 
 }  // namespace imp::cuda::testing_support

@@ -249,18 +249,13 @@ void check_nvfp4_experts(int H, int I, int experts, int rows, int k, int slot_ba
         flip_expert = nvfp4_flip_expert({e.codes[0].data(), e.scales[0].data(), s.gate}, {e.codes[1].data(), e.scales[1].data(), s.up},
                                         {e.codes[2].data(), e.scales[2].data(), s.down}, H, I);
       }
-      const model::TensorInfo gc = host_tensor(e.codes[0].data(), DType::kU8, {I, H / 2}),
-                              gs = host_tensor(e.scales[0].data(), DType::kF8E4M3, {I, H / 16}),
-                              uc = host_tensor(e.codes[1].data(), DType::kU8, {I, H / 2}),
-                              us = host_tensor(e.scales[1].data(), DType::kF8E4M3, {I, H / 16}),
-                              dc = host_tensor(e.codes[2].data(), DType::kU8, {H, I / 2}),
-                              ds = host_tensor(e.scales[2].data(), DType::kF8E4M3, {H, I / 16});
-      const model::ExpertProjection gate{&gc, &gs, s.gate, I, H}, up{&uc, &us, s.up, I, H}, down{&dc, &ds, s.down, H, I};
+      const Nvfp4View gate(e.codes[0].data(), e.scales[0].data(), s.gate, I, H), up(e.codes[1].data(), e.scales[1].data(), s.up, I, H),
+          down(e.codes[2].data(), e.scales[2].data(), s.down, H, I);
       std::vector<float> g(I), u(I), y(H);
-      cpu::linear(gate, x.data() + static_cast<size_t>(r) * H, 1, g.data());
-      cpu::linear(up, x.data() + static_cast<size_t>(r) * H, 1, u.data());
+      cpu::linear(gate.projection, x.data() + static_cast<size_t>(r) * H, 1, g.data());
+      cpu::linear(up.projection, x.data() + static_cast<size_t>(r) * H, 1, u.data());
       bound.add(*flip_expert, 1, &r, &weights[static_cast<size_t>(r * k + j)], g.data(), u.data(), g.data());  // g = bf16 act
-      cpu::linear(down, g.data(), 1, y.data());
+      cpu::linear(down.projection, g.data(), 1, y.data());
       for (int n = 0; n < H; ++n) want[static_cast<size_t>(r * H + n)] += weights[static_cast<size_t>(r * k + j)] * y[static_cast<size_t>(n)];
     }
   }

@@ -42,19 +42,6 @@ model::ModelConfig route_config(int experts, int k, bool renorm) {
   return config;
 }
 
-model::ModelConfig hc_config(int streams, int d) {
-  model::ModelConfig config;
-  config.hc_count = streams;
-  config.hidden_size = d;
-  return config;
-}
-
-std::vector<float> positive_inject(int streams) {
-  std::vector<float> inject = random_floats(static_cast<size_t>(streams));
-  for (float& v : inject) v = 2.0f / (1.0f + std::exp(-v));  // 2 sigmoid(.), as the read produces them
-  return inject;
-}
-
 // max_rel_diff skips NaN (every comparison with it is false): the outputs are checked for NaN/inf first.
 bool all_finite(const std::vector<float>& v) {
   return std::all_of(v.begin(), v.end(), [](float f) { return std::isfinite(f); });
@@ -255,21 +242,16 @@ struct Nvfp4Experts {
     const int H = layout.hidden, I = layout.intermediate;
     const Checkpoint& c = ckpt[static_cast<size_t>(e)];
     const model::SlotScales& s = scales[static_cast<size_t>(e)];
-    const model::TensorInfo gc = host_tensor(c.codes[0].data(), DType::kU8, {I, H / 2}),
-                            gs = host_tensor(c.scales[0].data(), DType::kF8E4M3, {I, H / 16}),
-                            uc = host_tensor(c.codes[1].data(), DType::kU8, {I, H / 2}),
-                            us = host_tensor(c.scales[1].data(), DType::kF8E4M3, {I, H / 16}),
-                            dc = host_tensor(c.codes[2].data(), DType::kU8, {H, I / 2}),
-                            ds = host_tensor(c.scales[2].data(), DType::kF8E4M3, {H, I / 16});
-    const model::ExpertProjection gate{&gc, &gs, s.gate, I, H}, up{&uc, &us, s.up, I, H}, down{&dc, &ds, s.down, H, I};
+    const Nvfp4View gate(c.codes[0].data(), c.scales[0].data(), s.gate, I, H), up(c.codes[1].data(), c.scales[1].data(), s.up, I, H),
+        down(c.codes[2].data(), c.scales[2].data(), s.down, H, I);
     std::vector<float> u(static_cast<size_t>(I));
     act.assign(static_cast<size_t>(I), 0.0f);
     out.assign(static_cast<size_t>(H), 0.0f);
-    cpu::linear(gate, x.data(), 1, act.data());
-    cpu::linear(up, x.data(), 1, u.data());
+    cpu::linear(gate.projection, x.data(), 1, act.data());
+    cpu::linear(up.projection, x.data(), 1, u.data());
     const int token = 0;
     bound.add(flip_expert(e), 1, &token, &route_w, act.data(), u.data(), act.data());  // act = bf16 act
-    cpu::linear(down, act.data(), 1, out.data());
+    cpu::linear(down.projection, act.data(), 1, out.data());
   }
 };
 

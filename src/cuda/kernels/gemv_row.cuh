@@ -14,7 +14,6 @@ namespace imp::cuda {
 constexpr int kGemvBatch = 4;
 constexpr int kGemvThreads = 128;  // 4 warps per block
 constexpr int kGemvWarps = kGemvThreads / kWarp;
-constexpr unsigned gemv_blocks(int rows) { return static_cast<unsigned>((rows + kGemvWarps - 1) / kGemvWarps); }
 // Measured on the H200 (graph of back-to-back launches, build/exp A/B of 8 load schemes): 4 loads in flight per
 // lane through the read-only path in 128-thread blocks was the best or within 3% of it on every decode shape
 // (in_proj 16480x2560: 3.55 TB/s; LM head 4.50 TB/s); 8 loads per lane, streaming (.cs) loads or 512-thread

@@ -55,6 +55,24 @@ __device__ __forceinline__ void softmax_combine(float& m, float& s, float om, fl
   m = nm;
 }
 
+// k rounds of a warp's top-k over its lanes' keys (all distinct, 0 = none), descending: each round takes the
+// warp's largest key with two 32-bit redux.sync max (high, then low word) and calls on_win(j, win); only the
+// winning lane rescans its keys for its next best.
+template <int kPer, class OnWin>
+__device__ __forceinline__ void warp_topk_rounds(const uint64_t (&keys)[kPer], uint64_t best, int k, OnWin on_win) {
+  for (int j = 0; j < k; ++j) {
+    const uint32_t hi = __reduce_max_sync(kFull, static_cast<uint32_t>(best >> 32));
+    const uint32_t lo = __reduce_max_sync(kFull, static_cast<uint32_t>(best >> 32) == hi ? static_cast<uint32_t>(best) : 0u);
+    const uint64_t win = (static_cast<uint64_t>(hi) << 32) | lo;
+    on_win(j, win);
+    if (win != 0 && best == win) {
+      best = 0;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) best = keys[i] < win && keys[i] > best ? keys[i] : best;
+    }
+  }
+}
+
 template <int kPer>  // experts per thread: ceil(experts / 256), a power of two
 __global__ void __launch_bounds__(kRouterThreads) router_topk_kernel(const float* logits, int experts, int k,
                                                                      bool renormalize, int32_t* top_experts,
@@ -88,17 +106,9 @@ __global__ void __launch_bounds__(kRouterThreads) router_topk_kernel(const float
   }
 
   // Warp top-k, descending.
-  for (int j = 0; j < k; ++j) {
-    const uint32_t hi = __reduce_max_sync(kFull, static_cast<uint32_t>(best >> 32));
-    const uint32_t lo = __reduce_max_sync(kFull, static_cast<uint32_t>(best >> 32) == hi ? static_cast<uint32_t>(best) : 0u);
-    const uint64_t win = (static_cast<uint64_t>(hi) << 32) | lo;
+  warp_topk_rounds(keys, best, k, [&](int j, uint64_t win) {
     if (lane == 0) cand[warp * k + j] = win;
-    if (win != 0 && best == win) {  // the winner's lane: the next best of its keys (all distinct)
-      best = 0;
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) best = keys[i] < win && keys[i] > best ? keys[i] : best;
-    }
-  }
+  });
   for (int o = kWarp / 2; o > 0; o /= 2) {
     softmax_combine(m, s, __shfl_xor_sync(kFull, m, o), __shfl_xor_sync(kFull, s, o));
   }
@@ -388,17 +398,9 @@ __device__ __forceinline__ void warp_router(const float* logits, int experts, in
     best = keys[i] > best ? keys[i] : best;
   }
   uint64_t mine = 0;
-  for (int j = 0; j < k; ++j) {
-    const uint32_t hi = __reduce_max_sync(kFull, static_cast<uint32_t>(best >> 32));
-    const uint32_t lo = __reduce_max_sync(kFull, static_cast<uint32_t>(best >> 32) == hi ? static_cast<uint32_t>(best) : 0u);
-    const uint64_t win = (static_cast<uint64_t>(hi) << 32) | lo;
+  warp_topk_rounds(keys, best, k, [&](int j, uint64_t win) {
     if (lane == j) mine = win;
-    if (win != 0 && best == win) {  // the winner's lane: the next best of its keys (all distinct)
-      best = 0;
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) best = keys[i] < win && keys[i] > best ? keys[i] : best;
-    }
-  }
+  });
   // Softmax over every expert: the maximum logit is the first choice's (lane 0), then one sum of exp.
   const float m = key_logit(__shfl_sync(kFull, mine, 0));
   float s = 0.0f;

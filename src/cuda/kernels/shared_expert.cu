@@ -47,7 +47,7 @@ void launch_shared_expert_hc_write(const uint16_t* down, const float* proj, int3
                                    const float* y_experts, const float* inject, int32_t streams, float* stream_row,
                                    cudaStream_t stream) {
   if (inter % 8 != 0) throw_invalid_launch("shared_expert_hc_write: intermediate size % 8 != 0");
-  launch_kernel(shared_expert_hc_write_kernel, gemv_blocks(d), kGemvThreads, 0, stream, 1, down, proj, inter, d, y_experts,
+  launch_kernel(shared_expert_hc_write_kernel, gemv_split_blocks(d, 1), kGemvThreads, 0, stream, 1, down, proj, inter, d, y_experts,
                 inject, streams, stream_row);
 }
 
