@@ -4,8 +4,9 @@
 # fixture models, imp generate cuda vs cpu, and the server's openai-SDK suite on the CUDA backend (wheels
 # carried in build/wheels: the machine reaches no package registry). Expects build/cuda from this machine
 # (carried); writes logs and JSON under $OUT. Set IMP_COMMIT to the commit the build came from.
-# Steps: MEMCHECK=0, GENERATE=0 or SERVER=0 skip theirs; KERNEL_BENCH=1 adds imp_kernel_bench; PROFILE=1 adds
-# scripts/gpu_profile.sh (PREFILL=N for a prefill profile too) at the end.
+# Steps: MEMCHECK=0, GENERATE=0 or SERVER=0 skip theirs; KERNEL_BENCH=1 adds imp_kernel_bench; TIMELINE=1 adds a
+# CUPTI kernel timeline of full-scale decode steps (build/exp/libkernel_timeline.so, carried; see
+# bench/tools/kernel_timeline.cpp); PROFILE=1 adds scripts/gpu_profile.sh (PREFILL=N for a prefill profile too).
 # If a golden fixture fails with this build and a fallback build is carried (build/fallback: imp and
 # imp_gpu_tests of an earlier commit, IMP_FALLBACK_COMMIT), the later steps use the fallback instead, so
 # the benchmark numbers always come from a build whose engine passed the golden tests.
@@ -37,6 +38,13 @@ if [ "${KERNEL_BENCH:-0}" = 1 ]; then
   echo "== imp_kernel_bench"
   build/cuda/bin/imp_kernel_bench > "$out/kernel_bench.json" 2> "$out/kernel_bench.log"; echo "kernel bench rc=$?"
   head -c 1500 "$out/kernel_bench.json"; echo
+fi
+if [ "${TIMELINE:-0}" = 1 ]; then
+  echo "== kernel timeline of decode steps (CUPTI)"
+  LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$PWD/build/exp/lib" CUDA_INJECTION64_PATH="$PWD/build/exp/libkernel_timeline.so" \
+    IMP_TIMELINE="$out/timeline.csv" "$imp" bench --dummy bench/configs/qwen3.8-flash-next.json --backend cuda --pp 1 \
+    --tg 24 --context ${TIMELINE_CONTEXT:-1024} --runs 1 --out "$out/bench_timeline.json" > /dev/null 2> "$out/timeline.log"
+  echo "timeline rc=$?"; grep -E "tg |kernel_timeline" "$out/timeline.log"
 fi
 if [ "${MEMCHECK:-1}" = 1 ]; then
 echo "== compute-sanitizer memcheck on fixture models"

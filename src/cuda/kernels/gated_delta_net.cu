@@ -62,6 +62,25 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return total;
 }
 
+// block_sum of two values at once (the same order for each as block_sum; one pair of barriers).
+__device__ __forceinline__ void block_sum2(float& a, float& b, float* scratch) {
+  for (int o = kWarp / 2; o > 0; o /= 2) {
+    a += __shfl_xor_sync(0xffffffffu, a, o);
+    b += __shfl_xor_sync(0xffffffffu, b, o);
+  }
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, warps = static_cast<int>(blockDim.x) / kWarp;
+  __syncthreads();  // scratch may still be read from a previous call
+  if (lane == 0) {
+    scratch[warp] = a;
+    scratch[warps + warp] = b;
+  }
+  __syncthreads();
+  a = 0.0f;
+  b = 0.0f;
+  for (int w = 0; w < warps; ++w) a += scratch[w];
+  for (int w = 0; w < warps; ++w) b += scratch[warps + w];
+}
+
 // A cluster of `parts` blocks per (value head h, row): block p owns the value columns [p * cols, (p + 1) * cols)
 // with cols x slices threads; thread (s, j) owns value column j for the key rows [s * rows_per, (s + 1) *
 // rows_per) of the head's state (the first kCacheRows of them held in registers between the read and the
@@ -76,9 +95,9 @@ __global__ void __launch_bounds__(kStepThreads) gdn_recurrent_step_kernel(GatedD
                                                                          const float* b, const float* a,
                                                                          float* recurrent, float* out, int cols,
                                                                          int slices) {
-  pdl_begin();
+  pdl_trigger();  // the state first: only this kernel writes it, one decode step (an earlier graph replay) ago
   __shared__ float q[kMaxDim], k[kMaxDim];
-  __shared__ float scratch[kStepThreads / kWarp];
+  __shared__ float scratch[2 * kStepThreads / kWarp];
   __shared__ float part_kv[kStepThreads], part_sq[kStepThreads];
   __shared__ float kq_s, norm_part;
   cg::cluster_group cluster = cg::this_cluster();
@@ -87,9 +106,24 @@ __global__ void __launch_bounds__(kStepThreads) gdn_recurrent_step_kernel(GatedD
   const int jl = tid % cols, slice = tid / cols, j = part * cols + jl;
   const int dk = shape.key_dim, dv = shape.value_dim, hv = shape.value_heads;
   const bool active = j < dv;
+  float* S = recurrent + (static_cast<size_t>(row) * hv + h) * dk * dv;
+  const int rows_per = (dk + slices - 1) / slices;
+  const int i0 = slice * rows_per, i1 = min(dk, i0 + rows_per);
+  float cached[kCacheRows];
+  if (active) {
+#pragma unroll
+    for (int r = 0; r < kCacheRows; ++r) {
+      if (i0 + r < i1) cached[r] = S[(i0 + r) * dv + j];
+    }
+  }
+  pdl_wait();  // q, k, v, z, b and a come from the input projection
   const int kh = h / (hv / shape.key_heads);
   const int channels = shape.conv_channels(), key_total = shape.key_heads * dk;
   const float* x = mixed + static_cast<size_t>(row) * channels;
+  // Every activation this thread needs, loaded together (one round trip instead of one per use).
+  const float b_raw = b[row * hv + h], a_raw = a[row * hv + h];
+  const float v = active ? x[2 * key_total + h * dv + j] : 0.0f;
+  const float gate = active && slice == 0 ? z[(static_cast<size_t>(row) * hv + h) * dv + j] : 0.0f;
 
   // q and k of the key head, L2-normalised (eps on the sum, as the reference), q also by 1/sqrt(dk).
   float qq = 0.0f, kk = 0.0f;
@@ -99,8 +133,7 @@ __global__ void __launch_bounds__(kStepThreads) gdn_recurrent_step_kernel(GatedD
     qq += q[i] * q[i];
     kk += k[i] * k[i];
   }
-  qq = block_sum(qq, scratch);
-  kk = block_sum(kk, scratch);
+  block_sum2(qq, kk, scratch);
   const float q_scale = rsqrtf(qq + 1e-6f) * rsqrtf(static_cast<float>(dk));
   const float k_scale = rsqrtf(kk + 1e-6f);
   for (int i = tid; i < dk; i += blockDim.x) {
@@ -115,23 +148,15 @@ __global__ void __launch_bounds__(kStepThreads) gdn_recurrent_step_kernel(GatedD
     if (tid == 0) kq_s = kq;
   }
 
-  const float beta = sigmoidf(b[row * hv + h]);
-  const float a_in = a[row * hv + h] + bf16_bits_to_float(w.dt_bias[h]);
+  const float beta = sigmoidf(b_raw);
+  const float a_in = a_raw + bf16_bits_to_float(w.dt_bias[h]);
   const float softplus = a_in > 20.0f ? a_in : log1pf(expf(a_in));
   const float decay = expf(-expf(bf16_bits_to_float(w.a_log[h])) * softplus);
 
   // Pass 1: this slice's share of the decayed state's S^T k and S^T q (coalesced: a warp reads 32
-  // consecutive columns of one state row).
-  float* S = recurrent + (static_cast<size_t>(row) * hv + h) * dk * dv;
-  const int rows_per = (dk + slices - 1) / slices;
-  const int i0 = slice * rows_per, i1 = min(dk, i0 + rows_per);
-  float cached[kCacheRows];
+  // consecutive columns of one state row; the first kCacheRows were loaded before the wait).
   float kv = 0.0f, sq = 0.0f;
   if (active) {
-#pragma unroll
-    for (int r = 0; r < kCacheRows; ++r) {
-      if (i0 + r < i1) cached[r] = S[(i0 + r) * dv + j];
-    }
 #pragma unroll
     for (int r = 0; r < kCacheRows; ++r) {
       if (i0 + r < i1) {
@@ -158,7 +183,6 @@ __global__ void __launch_bounds__(kStepThreads) gdn_recurrent_step_kernel(GatedD
   // Pass 2: S' = e^g S + k delta^T on this slice's rows; o from the column totals.
   float o = 0.0f;
   if (active) {
-    const float v = x[2 * key_total + h * dv + j];
     const float delta = beta * (v - kv_total);
 #pragma unroll
     for (int r = 0; r < kCacheRows; ++r) {
@@ -178,7 +202,6 @@ __global__ void __launch_bounds__(kStepThreads) gdn_recurrent_step_kernel(GatedD
   cluster.sync();  // the remote reads are done before any block exits
   const float mean_sq = total_sq / static_cast<float>(dv);
   if (!active || slice != 0) return;
-  const float gate = z[(static_cast<size_t>(row) * hv + h) * dv + j];
   const float act = shape.sigmoid_gate ? sigmoidf(gate) : gate * sigmoidf(gate);
   out[(static_cast<size_t>(row) * hv + h) * dv + j] =
       bf16_bits_to_float(w.norm[j]) * (o * rsqrtf(mean_sq + shape.eps)) * act;
