@@ -94,19 +94,37 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
   float* qg = ws.proj.data();
   float* k = qg + static_cast<size_t>(heads) * 2 * hd;
   float* v = k + kv_width;
-  launch_head_norm_rope(qg, 2 * hd, a.q_norm.data, 1, heads, hd, rot, position, model.inv_freq(), eps, stream);
-  launch_head_norm_rope(k, hd, a.k_norm.data, 1, kv_heads, hd, rot, position, model.inv_freq(), eps, stream);
-  launch_kv_append(pages, k, v, position, 1, kv_width, stream);
+  DecodePrep prep;
+  prep.q_gate = qg;
+  prep.q_norm = a.q_norm.data;
+  prep.heads = heads;
+  prep.k = k;
+  prep.v = v;
+  prep.k_norm = a.k_norm.data;
+  prep.kv_heads = kv_heads;
+  prep.head_dim = hd;
+  prep.rotary_dim = rot;
+  prep.cache = pages;
+  prep.positions = position;
+  prep.inv_freq = model.inv_freq();
+  prep.eps = eps;
+  const int32_t ih = static_cast<int32_t>(c.indexer_n_heads), id = static_cast<int32_t>(c.indexer_head_dim);
+  const int32_t ratio = static_cast<int32_t>(c.indexer_compress_ratio);
+  float* index = v + kv_width;  // [ih query heads | raw key]
+  if (c.has_qsa) {
+    prep.index = index;
+    prep.index_q_norm = a.index_q_norm.data;
+    prep.index_k_norm = a.index_k_norm.data;
+    prep.index_heads = ih;
+    prep.index_dim = id;
+    prep.ratio = ratio;
+    prep.raw_keys = state.index_keys.data();
+    prep.block_keys = state.block_keys.data();
+  }
+  launch_attention_decode_prep(prep, stream);
   const int32_t* selected = nullptr;
   const int32_t* count = nullptr;
   if (c.has_qsa) {
-    const int32_t ih = static_cast<int32_t>(c.indexer_n_heads), id = static_cast<int32_t>(c.indexer_head_dim);
-    const int32_t ratio = static_cast<int32_t>(c.indexer_compress_ratio);
-    float* index = v + kv_width;  // [ih query heads | raw key]
-    launch_qsa_append_key(index + static_cast<size_t>(ih) * id, position, id, state.index_keys.data(), stream);
-    launch_qsa_block_key_step(state.index_keys.data(), position, ratio, id, a.index_k_norm.data, eps, rot,
-                              model.inv_freq(), state.block_keys.data(), stream);
-    launch_head_norm_rope(index, id, a.index_q_norm.data, 1, ih, id, rot, position, model.inv_freq(), eps, stream);
     launch_qsa_select(index, ih, id, state.block_keys.data(), position, ratio, static_cast<int32_t>(c.block_topk()),
                       ws.qsa_scores.data(), ws.qsa_selected.data(), ws.qsa_count.data(), stream);
     selected = ws.qsa_selected.data();

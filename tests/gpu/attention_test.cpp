@@ -1,4 +1,4 @@
-// GPU gated attention decode (projections by the BF16 GEMV, q/k norm + RoPE, paged KV append, attention,
+// GPU gated attention decode (projections by the BF16 GEMV, q/k norm + RoPE and paged KV append in the prep kernel, attention,
 // output gate, o_proj) against cpu::attention for the next token after a CPU prefill: dense at the
 // released shapes, and over the CPU's QSA selection beyond the budget at small shapes; fp32 and bf16 pages.
 #include <gtest/gtest.h>
@@ -123,9 +123,21 @@ void run_case(const Case& t) {
   launch_gemv_bf16(q_proj.device.data(), d_x.data(), 1, t.heads * hd * 2, t.hidden, d_qg.data(), nullptr);
   launch_gemv_bf16(k_proj.device.data(), d_x.data(), 1, kv_width, t.hidden, d_k.data(), nullptr);
   launch_gemv_bf16(v_proj.device.data(), d_x.data(), 1, kv_width, t.hidden, d_v.data(), nullptr);
-  launch_head_norm_rope(d_qg.data(), 2 * hd, q_norm.device.data(), 1, t.heads, hd, rot, d_pos.data(), d_inv_freq.data(), 1e-6f, nullptr);
-  launch_head_norm_rope(d_k.data(), hd, k_norm.device.data(), 1, t.kv_heads, hd, rot, d_pos.data(), d_inv_freq.data(), 1e-6f, nullptr);
-  launch_kv_append(pages_desc, d_k.data(), d_v.data(), d_pos.data(), 1, kv_width, nullptr);
+  DecodePrep prep;  // the decode step's per-head work: q/k norm + RoPE, K/V append (the QSA part: prep tests)
+  prep.q_gate = d_qg.data();
+  prep.q_norm = q_norm.device.data();
+  prep.heads = t.heads;
+  prep.k = d_k.data();
+  prep.v = d_v.data();
+  prep.k_norm = k_norm.device.data();
+  prep.kv_heads = t.kv_heads;
+  prep.head_dim = hd;
+  prep.rotary_dim = rot;
+  prep.cache = pages_desc;
+  prep.positions = d_pos.data();
+  prep.inv_freq = d_inv_freq.data();
+  prep.eps = 1e-6f;
+  launch_attention_decode_prep(prep, nullptr);
   DeviceBuffer<float> d_workspace(attention_decode_workspace_floats(1, t.heads, hd));
   launch_attention_decode(pages_desc, d_qg.data(), d_qg.data() + hd, 2 * hd, d_pos.data(),
                           t.qsa ? d_sel.data() : nullptr, t.qsa ? d_count.data() : nullptr,

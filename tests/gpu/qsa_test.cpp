@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "cpu/blocks.h"
+#include "cuda/kernels/attention_decode.h"
 #include "cuda/kernels/qsa.h"
 #include "cuda/memory/device_buffer.h"
 #include "gpu_test_util.h"
@@ -49,14 +50,25 @@ void run_case(int heads, int dim, int budget, int ratio, int tokens, float query
   const int blocks = tokens / ratio;
   DeviceBuffer<float> d_block_keys(static_cast<size_t>(blocks) * dim), d_scores(static_cast<size_t>(blocks) + 1);
   // Fill the block-key cache as blocks complete over time: the first half by range (prefill), the rest
-  // token by token with the decode step kernel, which must only write when a token completes a block.
+  // token by token with the decode prep kernel, which must only write when a token completes a block.
   launch_qsa_block_keys(d_raw.data(), 0, blocks / 2, ratio, dim, d_k_norm.data(), 1e-6f, static_cast<int>(config.rotary_dim()),
                         d_inv_freq.data(), d_block_keys.data(), nullptr);
   DeviceBuffer<int32_t> d_position(1);
+  DecodePrep prep;  // the decode prep kernel's QSA part alone: no attention heads, the raw key of token p
+  prep.index_q_norm = d_k_norm.data();
+  prep.index_k_norm = d_k_norm.data();
+  prep.index_dim = dim;
+  prep.ratio = ratio;
+  prep.rotary_dim = static_cast<int32_t>(config.rotary_dim());
+  prep.raw_keys = d_raw.data();
+  prep.block_keys = d_block_keys.data();
+  prep.positions = d_position.data();
+  prep.inv_freq = d_inv_freq.data();
+  prep.eps = 1e-6f;
   for (int32_t p = blocks / 2 * ratio; p < tokens; ++p) {
     d_position.upload(std::span<const int32_t>(&p, 1));
-    launch_qsa_block_key_step(d_raw.data(), d_position.data(), ratio, dim, d_k_norm.data(), 1e-6f,
-                              static_cast<int>(config.rotary_dim()), d_inv_freq.data(), d_block_keys.data(), nullptr);
+    prep.index = d_raw.data() + static_cast<size_t>(p) * dim;  // appended onto itself
+    launch_attention_decode_prep(prep, nullptr);
   }
 
   const int max_selected = budget + ratio - 1;

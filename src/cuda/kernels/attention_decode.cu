@@ -6,6 +6,7 @@
 #include "cuda/launch.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
+#include "cuda/kernels/qsa_block_key.cuh"
 
 #include <cuda_bf16.h>
 
@@ -59,6 +60,81 @@ __global__ void kv_append_kernel(KvPages cache, const float* k, const float* v, 
     } else {
       static_cast<float*>(bases[t])[at] = kv[t];
     }
+  }
+}
+
+// Decode prep: one warp per task, in order the query heads, the key heads (+ K/V append), the indexer query
+// heads, the indexer key (append + block key).
+constexpr int kPrepWarps = 8;
+
+// One head's (1 + w) RMSNorm and RoPE into `out` (the warp's shared buffer); gain is scratch. The arithmetic
+// and order of head_norm_rope_kernel, so both give the same bits; the input and weight loads go out together.
+__device__ __forceinline__ void norm_rope_head(const float* in, const uint16_t* weight, int head_dim, int rotary_dim,
+                                               float position, const float* inv_freq, float eps, float* out,
+                                               float* gain, int lane) {
+  float s = 0.0f;
+  for (int i = lane; i < head_dim; i += kWarp) {
+    const float v = in[i];
+    gain[i] = 1.0f + bf16_bits_to_float(weight[i]);
+    out[i] = v;
+    s += v * v;
+  }
+  const float inv = rsqrtf(warp_sum(s) / static_cast<float>(head_dim) + eps);
+  for (int i = lane; i < head_dim; i += kWarp) out[i] = out[i] * inv * gain[i];
+  __syncwarp();
+  rope_rotate_warp(out, rotary_dim, position, inv_freq, lane);
+  __syncwarp();
+}
+
+__global__ void __launch_bounds__(kPrepWarps * kWarp) attention_decode_prep_kernel(DecodePrep p) {
+  pdl_begin();
+  __shared__ float buffer[kPrepWarps][kMaxHeadDim], gain[kPrepWarps][kMaxHeadDim];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  const int position = p.positions[0], hd = p.head_dim;
+  float* out = buffer[warp];
+  int task = static_cast<int>(blockIdx.x) * kPrepWarps + warp;
+  if (task < p.heads) {
+    float* h = p.q_gate + static_cast<size_t>(task) * 2 * hd;
+    norm_rope_head(h, p.q_norm, hd, p.rotary_dim, static_cast<float>(position), p.inv_freq, p.eps, out, gain[warp], lane);
+    for (int i = lane; i < hd; i += kWarp) h[i] = out[i];
+    return;
+  }
+  task -= p.heads;
+  if (task < p.kv_heads) {
+    const int width = p.kv_heads * hd, offset = task * hd;
+    norm_rope_head(p.k + offset, p.k_norm, hd, p.rotary_dim, static_cast<float>(position), p.inv_freq, p.eps, out,
+                   gain[warp], lane);
+    const size_t at = cache_index(p.cache, 0, position, offset, width);
+    for (int i = lane; i < hd; i += kWarp) {
+      const float value = p.v[offset + i];
+      if (p.cache.bf16) {
+        const __nv_bfloat16 kb = __float2bfloat16_rn(out[i]), vb = __float2bfloat16_rn(value);
+        static_cast<uint16_t*>(p.cache.keys)[at + i] = *reinterpret_cast<const uint16_t*>(&kb);
+        static_cast<uint16_t*>(p.cache.values)[at + i] = *reinterpret_cast<const uint16_t*>(&vb);
+      } else {
+        static_cast<float*>(p.cache.keys)[at + i] = out[i];
+        static_cast<float*>(p.cache.values)[at + i] = value;
+      }
+    }
+    return;
+  }
+  task -= p.kv_heads;
+  if (p.index == nullptr) return;
+  const int id = p.index_dim;
+  if (task < p.index_heads) {
+    float* h = p.index + static_cast<size_t>(task) * id;
+    norm_rope_head(h, p.index_q_norm, id, p.rotary_dim, static_cast<float>(position), p.inv_freq, p.eps, out,
+                   gain[warp], lane);
+    for (int i = lane; i < id; i += kWarp) h[i] = out[i];
+    return;
+  }
+  if (task != p.index_heads) return;
+  const float* key = p.index + static_cast<size_t>(p.index_heads) * id;
+  for (int i = lane; i < id; i += kWarp) p.raw_keys[static_cast<size_t>(position) * id + i] = key[i];
+  __syncwarp();  // the block key reads the row just written by the other lanes
+  if ((position + 1) % p.ratio == 0) {
+    write_block_key(p.raw_keys, (position + 1) / p.ratio - 1, p.ratio, id, p.index_k_norm, p.eps, p.rotary_dim,
+                    p.inv_freq, p.block_keys, lane);
   }
 }
 
@@ -131,6 +207,13 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
   // Partial slot of head head0 + g: part0 + g * splits.
   const size_t part0 = (static_cast<size_t>(row) * heads + head0) * splits + split;
 
+  float* p_s = smem;
+  float* v_s = p_s + group_chunk * tile;
+  float* q_s = v_s + tile * hd;
+  // The queries go out in the same round trip as the token count (both come from the previous kernels).
+  for (int i = tid; i < gn * hd; i += kThreads) {
+    q_s[i] = q[(static_cast<size_t>(row) * heads + head0 + i / hd) * head_stride + i % hd];
+  }
   const int count = selected ? selected_count[row] : positions[row] + 1;
   const int per_split = ((count + splits - 1) / splits + tile - 1) / tile * tile;
   const int begin = split * per_split, end = min(count, begin + per_split);
@@ -142,12 +225,6 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
     return;
   }
 
-  float* p_s = smem;
-  float* v_s = p_s + group_chunk * tile;
-  float* q_s = v_s + tile * hd;
-  for (int i = tid; i < gn * hd; i += kThreads) {
-    q_s[i] = q[(static_cast<size_t>(row) * heads + head0 + i / hd) * head_stride + i % hd];
-  }
   if (tid < kMaxGroup) {
     m_s[tid] = -FLT_MAX;
     l_s[tid] = 0.0f;
@@ -366,6 +443,19 @@ void launch_kv_append(const KvPages& cache, const float* k, const float* v, cons
                       int32_t kv_width, cudaStream_t stream) {
   launch_kernel(kv_append_kernel, dim3((kv_width + 255) / 256, rows), 256, 0, stream, 1,
                 cache, k, v, positions, kv_width);
+}
+
+void launch_attention_decode_prep(const DecodePrep& p, cudaStream_t stream) {
+  const bool qsa = p.index != nullptr;
+  if (p.heads + p.kv_heads > 0 && (p.head_dim < 1 || p.head_dim > kMaxHeadDim || p.rotary_dim > p.head_dim)) {
+    throw_invalid_launch("attention decode prep: head_dim outside [1, 512] or rotary_dim above it");
+  }
+  if (qsa && (p.index_dim < 1 || p.index_dim > kMaxHeadDim || p.rotary_dim > p.index_dim || p.ratio < 1)) {
+    throw_invalid_launch("attention decode prep: index_dim outside [1, 512], rotary_dim above it, or ratio < 1");
+  }
+  const int tasks = p.heads + p.kv_heads + (qsa ? p.index_heads + 1 : 0);
+  if (tasks == 0) return;
+  launch_kernel(attention_decode_prep_kernel, (tasks + kPrepWarps - 1) / kPrepWarps, kPrepWarps * kWarp, 0, stream, 1, p);
 }
 
 size_t attention_decode_workspace_floats(int32_t rows, int32_t heads, int32_t head_dim) {

@@ -34,6 +34,35 @@ struct KvPages {
 void launch_kv_append(const KvPages& cache, const float* k, const float* v, const int32_t* positions, int32_t rows,
                       int32_t kv_width, cudaStream_t stream);
 
+// Decode of one row (the token at positions[0]): every per-head step between the attention in-projection and
+// the attention itself, in one launch. (1 + w) RMSNorm + RoPE on the first rotary_dim dims (as
+// launch_head_norm_rope) of the query heads, in place in q_gate (head h at h * 2 * head_dim), and of the key
+// heads, whose keys go with their values into the KV pages (as launch_kv_append; k itself is left as it
+// is). With QSA (index != nullptr; index = [index_heads query heads | raw key] of index_dim each): the indexer
+// query heads normed and rotated in place, the raw key appended to raw_keys [tokens, index_dim] and, when the
+// token completes a block of `ratio`, that block's key (qsa.h, launch_qsa_block_keys). Graph-safe: the
+// position is read on the device. head_dim, index_dim <= 512.
+struct DecodePrep {
+  float* q_gate = nullptr;
+  const uint16_t* q_norm = nullptr;
+  int32_t heads = 0;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  const uint16_t* k_norm = nullptr;
+  int32_t kv_heads = 0, head_dim = 0, rotary_dim = 0;
+  KvPages cache;
+  float* index = nullptr;
+  const uint16_t* index_q_norm = nullptr;
+  const uint16_t* index_k_norm = nullptr;
+  int32_t index_heads = 0, index_dim = 0, ratio = 1;
+  float* raw_keys = nullptr;
+  float* block_keys = nullptr;
+  const int32_t* positions = nullptr;
+  const float* inv_freq = nullptr;
+  float eps = 0.0f;
+};
+void launch_attention_decode_prep(const DecodePrep& prep, cudaStream_t stream);
+
 // out [rows, heads * head_dim] = sigmoid(gate) * softmax(q k^T / sqrt(head_dim)) v over tokens
 // 0..positions[row] (selected == nullptr) or over selected[row, 0..selected_count[row]). Query and gate
 // head (row, h) start at q / gate + (row * heads + h) * head_stride.

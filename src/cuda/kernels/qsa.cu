@@ -4,6 +4,7 @@
 #include "cuda/launch.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
+#include "cuda/kernels/qsa_block_key.cuh"
 
 namespace imp::cuda {
 namespace {
@@ -11,23 +12,6 @@ namespace {
 constexpr int kThreads = 1024;
 constexpr int kScoreThreads = 256;
 constexpr int kScoreBlocks = 128;  // 1024 warps: 8 block keys each at 32K context
-
-// Block key b by one warp: mean of its raw keys, k_layernorm, RoPE at the block's first token.
-__device__ void write_block_key(const float* raw_keys, int b, int ratio, int dim, const uint16_t* k_norm, float eps,
-                                int rotary_dim, const float* inv_freq, float* block_keys, int lane) {
-  float* key = block_keys + static_cast<size_t>(b) * dim;
-  float s = 0.0f;
-  for (int i = lane; i < dim; i += kWarp) {
-    float sum = 0.0f;
-    for (int r = 0; r < ratio; ++r) sum += raw_keys[(static_cast<size_t>(b) * ratio + r) * dim + i];
-    key[i] = sum / static_cast<float>(ratio);
-    s += key[i] * key[i];
-  }
-  const float inv = rsqrtf(warp_sum(s) / static_cast<float>(dim) + eps);
-  for (int i = lane; i < dim; i += kWarp) key[i] = key[i] * inv * (1.0f + bf16_bits_to_float(k_norm[i]));
-  __syncwarp();
-  rope_rotate_warp(key, rotary_dim, static_cast<float>(b * ratio), inv_freq, lane);
-}
 
 // One warp per block key.
 __global__ void qsa_block_keys_kernel(const float* raw_keys, int first_block, int last_block, int ratio, int dim,
@@ -263,35 +247,7 @@ __global__ void __launch_bounds__(kRowThreads) qsa_select_rows_kernel(const floa
 }
 
 // The block completed by the token at positions[0], if any (decode: one warp).
-__global__ void qsa_block_key_step_kernel(const float* raw_keys, const int32_t* positions, int ratio, int dim,
-                                          const uint16_t* k_norm, float eps, int rotary_dim, const float* inv_freq,
-                                          float* block_keys) {
-  pdl_begin();
-  const int visible = positions[0] + 1;
-  if (visible % ratio != 0) return;
-  const int b = visible / ratio - 1, lane = threadIdx.x;
-  write_block_key(raw_keys, b, ratio, dim, k_norm, eps, rotary_dim, inv_freq, block_keys, lane);
-}
-
-__global__ void qsa_append_key_kernel(const float* key, const int32_t* positions, int dim, float* raw_keys) {
-  pdl_begin();
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) raw_keys[static_cast<size_t>(positions[0]) * dim + i] = key[i];
-}
-
 }  // namespace
-
-void launch_qsa_append_key(const float* key, const int32_t* positions, int32_t dim, float* raw_keys,
-                           cudaStream_t stream) {
-  launch_kernel(qsa_append_key_kernel, 1, 128, 0, stream, 1, key, positions, dim, raw_keys);
-}
-
-void launch_qsa_block_key_step(const float* raw_keys, const int32_t* positions, int32_t ratio, int32_t dim,
-                               const uint16_t* k_norm, float eps, int32_t rotary_dim, const float* inv_freq,
-                               float* block_keys, cudaStream_t stream) {
-  launch_kernel(qsa_block_key_step_kernel, 1, kWarp, 0, stream, 1,
-                raw_keys, positions, ratio, dim, k_norm, eps, rotary_dim, inv_freq,
-                                                     block_keys);
-}
 
 void launch_qsa_block_keys(const float* raw_keys, int32_t first_block, int32_t last_block, int32_t ratio, int32_t dim,
                            const uint16_t* k_norm, float eps, int32_t rotary_dim, const float* inv_freq,

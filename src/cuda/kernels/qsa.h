@@ -18,16 +18,6 @@ void launch_qsa_block_keys(const float* raw_keys, int32_t first_block, int32_t l
                            const uint16_t* k_norm, float eps, int32_t rotary_dim, const float* inv_freq,
                            float* block_keys, cudaStream_t stream);
 
-// Decode: the raw index key [dim] of the token at positions[0] into raw_keys [tokens, dim].
-void launch_qsa_append_key(const float* key, const int32_t* positions, int32_t dim, float* raw_keys,
-                           cudaStream_t stream);
-
-// Decode: when the token at positions[0] completes a block, that block's key (else nothing). Graph-safe:
-// the position is read on the device.
-void launch_qsa_block_key_step(const float* raw_keys, const int32_t* positions, int32_t ratio, int32_t dim,
-                               const uint16_t* k_norm, float eps, int32_t rotary_dim, const float* inv_freq,
-                               float* block_keys, cudaStream_t stream);
-
 // One row at positions[0] (device memory, so a captured graph replays at any length): queries [heads, dim]
 // (normed, rotated); blocks = complete blocks of the visible tokens (position + 1) / ratio; scores scratch [blocks]. Writes selected [block_topk * ratio + ratio - 1] and
 // its count. A grid-wide kernel writes the scores, then one block of threads does the selection (a radix

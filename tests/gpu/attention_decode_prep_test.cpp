@@ -1,0 +1,226 @@
+// The decode prep kernel (launch_attention_decode_prep: q/k/indexer-q norm + RoPE, K/V append, indexer key
+// append and block key in one launch) against the CPU (cpu::rms_norm + Rope::apply per head, the block-key
+// mean/norm/RoPE; within 1e-5 of each head's scale: summation order and device cosf/sinf) and bit for bit
+// against the separate kernels prefill uses (head_norm_rope, kv_append, qsa_block_keys), at the released
+// shapes and a small one, bf16 and fp32 pages, positions that complete a QSA block and ones that do not.
+// Everything the kernel must not touch (gate halves, other cache rows, other block keys) keeps its NaN fill.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "cpu/blocks.h"
+#include "cuda/kernels/attention_decode.h"
+#include "cuda/kernels/qsa.h"
+#include "cuda/memory/device_buffer.h"
+#include "gpu_test_util.h"
+
+namespace imp::cuda {
+namespace {
+
+using namespace testing_support;
+
+struct PrepCase {
+  int heads, kv_heads, head_dim, index_heads, index_dim, ratio, position;
+  double partial_rotary;
+  bool bf16_pages;
+};
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr int kPage = 16;
+
+bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+
+std::vector<float> to_floats(const std::vector<uint16_t>& bits) {
+  std::vector<float> out(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) out[i] = bf16_to_f32(bits[i]);
+  return out;
+}
+
+// (1 + w) RMSNorm then RoPE of one head, on the CPU.
+std::vector<float> cpu_head(const float* x, int dim, const std::vector<uint16_t>& w, const cpu::Rope& rope, int64_t position) {
+  std::vector<float> out(static_cast<size_t>(dim));
+  model::TensorInfo info = host_tensor(w.data(), DType::kBF16, {dim});
+  cpu::rms_norm(x, cpu::to_f32(&info), 1, dim, dim, 1e-6, out.data());
+  rope.apply(out.data(), position);
+  return out;
+}
+
+void expect_head_near(const float* got, const std::vector<float>& want, const char* what, int index) {
+  double scale = 1e-30, diff = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+    diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
+  }
+  EXPECT_LE(diff / scale, 1e-5) << what << " " << index;
+}
+
+void run_case(const PrepCase& t) {
+  model::ModelConfig config;
+  config.head_dim = t.head_dim;
+  config.partial_rotary_factor = t.partial_rotary;
+  config.rope_theta = 1e7;
+  const cpu::Rope rope(config);
+  const int hd = t.head_dim, id = t.index_dim, kv_width = t.kv_heads * hd, rot = static_cast<int>(rope.rotary_dim());
+  const int tokens = t.position + 1, pages = (tokens + kPage - 1) / kPage;
+
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  auto random = [&](size_t n, float scale) {
+    std::vector<float> v(n);
+    for (float& x : v) x = scale * dist(rng());
+    return v;
+  };
+  auto random_bits = [&](int n) {
+    std::vector<uint16_t> v(static_cast<size_t>(n));
+    for (auto& b : v) b = f32_to_bf16(0.1f * dist(rng()));
+    return v;
+  };
+  const std::vector<float> qg = random(static_cast<size_t>(t.heads) * 2 * hd, 1.0f), k = random(kv_width, 1.0f),
+                           v = random(kv_width, 1.0f), index = random(static_cast<size_t>(t.index_heads + 1) * id, 1.0f);
+  const std::vector<uint16_t> q_norm = random_bits(hd), k_norm = random_bits(hd), index_q_norm = random_bits(id),
+                              index_k_norm = random_bits(id);
+  // Raw indexer keys of the earlier tokens (the current one is appended by the kernel), NaN at its row.
+  std::vector<float> raw = random(static_cast<size_t>(tokens) * id, 1.0f);
+  std::fill(raw.begin() + static_cast<ptrdiff_t>(t.position) * id, raw.end(), kNaN);
+  std::vector<int32_t> table(static_cast<size_t>(pages));
+  for (int i = 0; i < pages; ++i) table[static_cast<size_t>(i)] = pages - 1 - i;  // reversed: the table matters
+  const size_t pool = static_cast<size_t>(pages) * kPage * kv_width;
+  const int blocks = tokens / t.ratio;
+
+  struct Run {
+    DeviceBuffer<float> qg, k, v, index, raw, block_keys, keys_f, values_f;
+    DeviceBuffer<uint16_t> keys_b, values_b;
+    KvPages pages;
+  };
+  DeviceBuffer<uint16_t> d_qn(q_norm), d_kn(k_norm), d_iqn(index_q_norm), d_ikn(index_k_norm);
+  DeviceBuffer<int32_t> d_table(table), d_pos(std::vector<int32_t>{t.position});
+  DeviceBuffer<float> d_inv_freq(rope.inv_freq);
+  auto make_run = [&] {
+    Run r{DeviceBuffer<float>(qg), DeviceBuffer<float>(k), DeviceBuffer<float>(v), DeviceBuffer<float>(index),
+          DeviceBuffer<float>(raw), DeviceBuffer<float>(std::vector<float>(static_cast<size_t>(blocks + 1) * id, kNaN)),
+          DeviceBuffer<float>(std::vector<float>(pool, kNaN)), DeviceBuffer<float>(std::vector<float>(pool, kNaN)),
+          DeviceBuffer<uint16_t>(std::vector<uint16_t>(pool, 0x7fc0)), DeviceBuffer<uint16_t>(std::vector<uint16_t>(pool, 0x7fc0)),
+          KvPages{}};
+    r.pages.keys = t.bf16_pages ? static_cast<void*>(r.keys_b.data()) : r.keys_f.data();
+    r.pages.values = t.bf16_pages ? static_cast<void*>(r.values_b.data()) : r.values_f.data();
+    r.pages.page_table = d_table.data();
+    r.pages.max_pages = pages;
+    r.pages.page_size = kPage;
+    r.pages.bf16 = t.bf16_pages;
+    return r;
+  };
+
+  // The fused kernel.
+  Run fused = make_run();
+  DecodePrep prep;
+  prep.q_gate = fused.qg.data();
+  prep.q_norm = d_qn.data();
+  prep.heads = t.heads;
+  prep.k = fused.k.data();
+  prep.v = fused.v.data();
+  prep.k_norm = d_kn.data();
+  prep.kv_heads = t.kv_heads;
+  prep.head_dim = hd;
+  prep.rotary_dim = rot;
+  prep.cache = fused.pages;
+  prep.index = fused.index.data();
+  prep.index_q_norm = d_iqn.data();
+  prep.index_k_norm = d_ikn.data();
+  prep.index_heads = t.index_heads;
+  prep.index_dim = id;
+  prep.ratio = t.ratio;
+  prep.raw_keys = fused.raw.data();
+  prep.block_keys = fused.block_keys.data();
+  prep.positions = d_pos.data();
+  prep.inv_freq = d_inv_freq.data();
+  prep.eps = 1e-6f;
+  launch_attention_decode_prep(prep, nullptr);
+
+  // The separate kernels (prefill's), same inputs.
+  Run split = make_run();
+  launch_head_norm_rope(split.qg.data(), 2 * hd, d_qn.data(), 1, t.heads, hd, rot, d_pos.data(), d_inv_freq.data(), 1e-6f, nullptr);
+  launch_head_norm_rope(split.k.data(), hd, d_kn.data(), 1, t.kv_heads, hd, rot, d_pos.data(), d_inv_freq.data(), 1e-6f, nullptr);
+  launch_kv_append(split.pages, split.k.data(), split.v.data(), d_pos.data(), 1, kv_width, nullptr);
+  launch_head_norm_rope(split.index.data(), id, d_iqn.data(), 1, t.index_heads, id, rot, d_pos.data(), d_inv_freq.data(), 1e-6f,
+                        nullptr);
+  std::vector<float> raw_full = raw;
+  std::copy_n(index.begin() + static_cast<ptrdiff_t>(t.index_heads) * id, id, raw_full.begin() + static_cast<ptrdiff_t>(t.position) * id);
+  split.raw.upload(raw_full);
+  const bool completes = tokens % t.ratio == 0;
+  if (completes) {
+    launch_qsa_block_keys(split.raw.data(), blocks - 1, blocks, t.ratio, id, d_ikn.data(), 1e-6f, rot, d_inv_freq.data(),
+                          split.block_keys.data(), nullptr);
+  }
+
+  // Bit for bit against the separate kernels, everywhere (NaN fills included).
+  auto expect_same = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+    ASSERT_EQ(a.size(), b.size());
+    size_t bad = 0;
+    for (size_t i = 0; i < a.size(); ++i) bad += !same_bits(a[i], b[i]) && !(std::isnan(a[i]) && std::isnan(b[i]));
+    EXPECT_EQ(bad, 0u) << what;
+  };
+  const std::vector<float> got_qg = fused.qg.download(), got_index = fused.index.download(), got_raw = fused.raw.download(),
+                           got_block = fused.block_keys.download();
+  expect_same(got_qg, split.qg.download(), "q_gate");
+  expect_same(got_index, split.index.download(), "index");
+  expect_same(got_raw, split.raw.download(), "raw keys");
+  expect_same(got_block, split.block_keys.download(), "block keys");
+  const std::vector<float> got_keys = t.bf16_pages ? to_floats(fused.keys_b.download()) : fused.keys_f.download();
+  const std::vector<float> got_values = t.bf16_pages ? to_floats(fused.values_b.download()) : fused.values_f.download();
+  expect_same(got_keys, t.bf16_pages ? to_floats(split.keys_b.download()) : split.keys_f.download(), "cache keys");
+  expect_same(got_values, t.bf16_pages ? to_floats(split.values_b.download()) : split.values_f.download(), "cache values");
+
+  // Against the CPU.
+  for (int h = 0; h < t.heads; ++h) {
+    const float* head = got_qg.data() + static_cast<size_t>(h) * 2 * hd;
+    expect_head_near(head, cpu_head(qg.data() + static_cast<size_t>(h) * 2 * hd, hd, q_norm, rope, t.position), "query head", h);
+    for (int i = 0; i < hd; ++i) ASSERT_TRUE(same_bits(head[hd + i], qg[static_cast<size_t>(h) * 2 * hd + hd + i])) << "gate " << h;
+  }
+  const size_t row_at = (static_cast<size_t>(table[static_cast<size_t>(t.position / kPage)]) * kPage + t.position % kPage) * kv_width;
+  for (int h = 0; h < t.kv_heads; ++h) {
+    std::vector<float> want = cpu_head(k.data() + static_cast<size_t>(h) * hd, hd, k_norm, rope, t.position);
+    std::vector<float> want_v(v.begin() + static_cast<ptrdiff_t>(h) * hd, v.begin() + static_cast<ptrdiff_t>(h + 1) * hd);
+    if (t.bf16_pages) {
+      for (float& x : want) x = round_to_bf16(x);
+      for (float& x : want_v) x = round_to_bf16(x);
+    }
+    expect_head_near(got_keys.data() + row_at + static_cast<size_t>(h) * hd, want, "cached key head", h);
+    for (int i = 0; i < hd; ++i) ASSERT_TRUE(same_bits(got_values[row_at + static_cast<size_t>(h) * hd + i], want_v[static_cast<size_t>(i)]));
+  }
+  size_t written = 0;
+  for (float x : got_keys) written += !std::isnan(x);
+  EXPECT_EQ(written, static_cast<size_t>(kv_width)) << "only the token's own cache row is written";
+  for (int h = 0; h < t.index_heads; ++h) {
+    expect_head_near(got_index.data() + static_cast<size_t>(h) * id,
+                     cpu_head(index.data() + static_cast<size_t>(h) * id, id, index_q_norm, rope, t.position), "indexer query head", h);
+  }
+  for (int i = 0; i < id; ++i) {
+    ASSERT_TRUE(same_bits(got_raw[static_cast<size_t>(t.position) * id + i], index[static_cast<size_t>(t.index_heads) * id + i]));
+  }
+  for (int b = 0; b <= blocks; ++b) {
+    const float* key = got_block.data() + static_cast<size_t>(b) * id;
+    if (!completes || b != blocks - 1) {
+      for (int i = 0; i < id; ++i) ASSERT_TRUE(std::isnan(key[i])) << "block " << b << " must stay untouched";
+      continue;
+    }
+    std::vector<float> mean(static_cast<size_t>(id), 0.0f);
+    for (int r = 0; r < t.ratio; ++r) {
+      for (int i = 0; i < id; ++i) mean[static_cast<size_t>(i)] += raw_full[(static_cast<size_t>(b) * t.ratio + r) * id + i];
+    }
+    for (float& x : mean) x /= static_cast<float>(t.ratio);
+    expect_head_near(key, cpu_head(mean.data(), id, index_k_norm, rope, static_cast<int64_t>(b) * t.ratio), "block key", b);
+  }
+}
+
+// Released shapes: 24/2 heads of 256 (partial rotary 0.25), indexer 4 heads of 128, ratio 4.
+TEST(GpuAttentionDecodePrep, ReleasedShapesBf16PagesCompletingABlock) { run_case({24, 2, 256, 4, 128, 4, 1023, 0.25, true}); }
+TEST(GpuAttentionDecodePrep, ReleasedShapesFp32PagesMidBlock) { run_case({24, 2, 256, 4, 128, 4, 1025, 0.25, false}); }
+TEST(GpuAttentionDecodePrep, SmallHeadsFirstToken) { run_case({4, 1, 32, 2, 16, 4, 0, 0.5, true}); }
+TEST(GpuAttentionDecodePrep, SmallHeadsRatioEightCompleting) { run_case({6, 3, 48, 3, 32, 8, 39, 0.5, false}); }
+
+}  // namespace
+}  // namespace imp::cuda
