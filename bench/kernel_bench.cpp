@@ -214,7 +214,7 @@ int main() {
       imp::cuda::launch_moe_decode_gate_up(pools[l].data(), scales.data(), layout, x.data(),
                                            logits.data() + static_cast<size_t>(l) * experts, experts, k, true, act.data(),
                                            chosen, chosen_w, stream);
-      imp::cuda::launch_moe_decode_down_hc_write(pools[l].data(), scales.data(), layout, act.data(), chosen, chosen_w, k,
+      imp::cuda::launch_moe_decode_down_hc_write(pools[l].data(), experts, scales.data(), layout, act.data(), chosen, chosen_w, k,
                                                  shared_down[l].data(), shared_proj.data(), shared_inter, inject.data(),
                                                  streams, stream_row.data(), stream);
     });

@@ -149,7 +149,7 @@ void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeD
     // Router + gate/up, then down + shared expert + stream write: two kernels (moe_decode.h).
     launch_moe_decode_gate_up(m.pool.data(), m.scales.data(), model.slot_layout(), ws.x.data(), logits, experts, k,
                               c.norm_topk_prob, ws.expert_act.data(), ws.top_experts.data(), ws.top_weights.data(), stream);
-    launch_moe_decode_down_hc_write(m.pool.data(), m.scales.data(), model.slot_layout(), ws.expert_act.data(),
+    launch_moe_decode_down_hc_write(m.pool.data(), experts, m.scales.data(), model.slot_layout(), ws.expert_act.data(),
                                     ws.top_experts.data(), ws.top_weights.data(), k, m.shared_down.data, shared, is,
                                     inject, streams, ws.stream.data(), stream);
     return;

@@ -21,6 +21,7 @@
 #include "cpu/blocks.h"
 #include "cpu/ops.h"
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "cuda/kernels/moe_decode.h"
 #include "cuda/memory/device_buffer.h"
 #include "expert_flip_bound.h"
@@ -350,7 +351,7 @@ void check_fused_moe(const FusedShape& shape) {
     IMP_CUDA_CHECK(cudaMemset(dtop_w.data(), 0xff, dtop_w.size() * sizeof(float)));
     launch_moe_decode_gate_up(dpool.data(), dscales.data(), layout, dx.data(), dlogits.data(), shape.experts, k,
                               shape.renorm, dact.data(), dtop_e.data(), dtop_w.data(), nullptr);
-    launch_moe_decode_down_hc_write(dpool.data(), dscales.data(), layout, dact.data(), dtop_e.data(), dtop_w.data(), k,
+    launch_moe_decode_down_hc_write(dpool.data(), shape.experts, dscales.data(), layout, dact.data(), dtop_e.data(), dtop_w.data(), k,
                                     shared_down.device.data(), shared_proj.data(), I_s, dinject.data(), S,
                                     dstream.data(), nullptr);
     IMP_CUDA_CHECK(cudaDeviceSynchronize());
@@ -428,6 +429,65 @@ TEST(GpuMoeDecodeFused, MatchesCpuAtUnevenAndTinyShapes) {
   // Several load batches (gate/up: 64 supertiles, 8 per warp, batches of 5 + 3; down: 16 supertiles, batches
   // of 10 + 6) and the largest top-k (16 routed warps + 16 shared warps in the down block, its stage > 48 KB).
   check_fused_moe({4096, 1024, 512, 4, 16, 20, false});
+}
+
+// The down kernel fetches its routed weights before the PDL wait on top_experts as it finds them (gate/up writes
+// them before it lets down launch) and checks them after the wait. Under PDL in a captured graph, as the decode
+// step runs it, layers that share the choice buffers (starting at a valid wrong expert) must give the streams bit
+// for bit as plain sequential launches, on every replay.
+TEST(GpuMoeDecodeFused, SpeculativeDownFetchUnderPdlMatchesSequential) {
+  constexpr int H = 2560, I = 640, I_s = 640, S = 4, k = 10, kExperts = 64, kLayers = 6;
+  const Nvfp4Experts experts(H, I, kExperts);
+  const model::ExpertSlotLayout& layout = experts.layout;
+  DeviceBuffer<uint8_t> dpool(experts.pool);
+  DeviceBuffer<model::SlotScales> dscales(experts.scales);
+  const std::vector<float> x = random_floats(static_cast<size_t>(H)), stream = random_floats(static_cast<size_t>(S) * H, 2.0f);
+  DeviceBuffer<float> dx(x), dlogits(random_floats(static_cast<size_t>(kLayers) * kExperts, 2.0f)),
+      dproj(random_floats(static_cast<size_t>(2 * I_s + 1))), dinject(positive_inject(S)), dstream(stream);
+  Bf16Weight shared_down({H, I_s}, 1.0f / std::sqrt(static_cast<float>(I_s)));
+  DeviceBuffer<uint16_t> dact(static_cast<size_t>(k) * layout.padded_intermediate);
+  DeviceBuffer<int32_t> dtop_e(static_cast<size_t>(k));
+  DeviceBuffer<float> dtop_w(static_cast<size_t>(k));
+  cudaStream_t cu_stream;
+  IMP_CUDA_CHECK(cudaStreamCreateWithFlags(&cu_stream, cudaStreamNonBlocking));
+  auto enqueue = [&] {
+    for (int l = 0; l < kLayers; ++l) {
+      launch_moe_decode_gate_up(dpool.data(), dscales.data(), layout, dx.data(), dlogits.data() + static_cast<size_t>(l) * kExperts,
+                                kExperts, k, true, dact.data(), dtop_e.data(), dtop_w.data(), cu_stream);
+      launch_moe_decode_down_hc_write(dpool.data(), kExperts, dscales.data(), layout, dact.data(), dtop_e.data(), dtop_w.data(),
+                                      k, shared_down.device.data(), dproj.data(), I_s, dinject.data(), S, dstream.data(),
+                                      cu_stream);
+    }
+  };
+  auto reset = [&] {
+    dstream.upload(stream);
+    IMP_CUDA_CHECK(cudaMemset(dtop_e.data(), 0, dtop_e.size() * sizeof(int32_t)));  // a valid, wrong guess
+  };
+  reset();
+  enqueue();
+  IMP_CUDA_CHECK(cudaStreamSynchronize(cu_stream));
+  const std::vector<float> want = dstream.download();
+  ASSERT_TRUE(all_finite(want));
+
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  IMP_CUDA_CHECK(cudaStreamBeginCapture(cu_stream, cudaStreamCaptureModeThreadLocal));
+  {
+    const PdlScope pdl;
+    enqueue();
+  }
+  IMP_CUDA_CHECK(cudaStreamEndCapture(cu_stream, &graph));
+  IMP_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int replay = 0; replay < 3; ++replay) {
+    reset();
+    IMP_CUDA_CHECK(cudaGraphLaunch(exec, cu_stream));
+    IMP_CUDA_CHECK(cudaStreamSynchronize(cu_stream));
+    const std::vector<float> got = dstream.download();
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * sizeof(float)), 0) << "replay " << replay;
+  }
+  IMP_CUDA_CHECK(cudaGraphExecDestroy(exec));
+  IMP_CUDA_CHECK(cudaGraphDestroy(graph));
+  IMP_CUDA_CHECK(cudaStreamDestroy(cu_stream));
 }
 
 }  // namespace

@@ -18,6 +18,20 @@ namespace {
 
 constexpr unsigned kFull = 0xffffffffu;
 
+// Per-block timestamps of the fused decode kernels for bench/experiments/moe_phase_probe.cu, which compiles this
+// file with IMP_PHASE_PROBE; no-ops otherwise. phase(kernel, i): thread 0 of the block stamps step i.
+#ifdef IMP_PHASE_PROBE
+__device__ unsigned long long g_phase[2][1024][8];
+__device__ __forceinline__ void phase(int kernel, int i) {
+  if (threadIdx.x != 0) return;
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  g_phase[kernel][blockIdx.y * gridDim.x + blockIdx.x][i] = t;
+}
+#else
+__device__ __forceinline__ void phase(int, int) {}
+#endif
+
 // ---------------------------------------------------------------------------------------------------------
 // Router. One block of kRouterThreads per row. Selection runs on logits (softmax is monotonic) with unique
 // 64-bit keys (orderable logit bits << 32 | ~expert): a larger key is a larger logit, then a lower expert id,
@@ -203,6 +217,93 @@ constexpr int kUnitCodeBytes = 512, kUnitScaleBytes = 64;
 constexpr int kStageUnits = 10;  // per warp: 5760 bytes of weights in flight
 constexpr int kWarpStageBytes = kStageUnits * (kUnitCodeBytes + kUnitScaleBytes);
 
+// The cp.async of one batch (supertiles [st0, st0 + n)) of every projection into the warp's stage, in two commit
+// groups: the first and second half of the supertiles, so the first half can be computed while the second lands.
+template <int kProj, int kChunk>
+__device__ __forceinline__ void issue_units(const uint8_t* const (&codes)[kProj], const uint8_t* const (&scales)[kProj],
+                                            int st0, int n, uint8_t* stage) {
+  const int lane = threadIdx.x % kWarp;
+  uint8_t* stage_codes = stage;
+  uint8_t* stage_scales = stage + kStageUnits * kUnitCodeBytes;
+  const int half = (n + 1) / 2;
+  for (int group = 0; group < 2; ++group) {
+#pragma unroll
+    for (int u = 0; u < kProj * kChunk; ++u) {
+      const int p = u / kChunk, i = u % kChunk;
+      if (i < n && (i < half) == (group == 0)) {
+        cp_async16(stage_codes + u * kUnitCodeBytes + lane * 16,
+                   codes[p] + static_cast<size_t>(st0 + i) * kUnitCodeBytes + lane * 16);
+      }
+    }
+    for (int t = lane; t < kProj * kChunk * 4; t += kWarp) {
+      const int u = t / 4, p = u / kChunk, i = u % kChunk;
+      const uint8_t* projection_scales = scales[0];
+#pragma unroll
+      for (int pp = 1; pp < kProj; ++pp) projection_scales = p == pp ? scales[pp] : projection_scales;  // no local array
+      if (i < n && (i < half) == (group == 0)) {
+        cp_async16(stage_scales + u * kUnitScaleBytes + (t % 4) * 16,
+                   projection_scales + static_cast<size_t>(st0 + i) * kUnitScaleBytes + (t % 4) * 16);
+      }
+    }
+    cp_async_commit();
+  }
+}
+
+// The MMAs of one issued batch, as each half lands (xw: the batch's bf16x2 input words, see strip_dot); leaves
+// the stage free for the next batch.
+template <int kProj, int kChunk>
+__device__ __forceinline__ void compute_units(const uint32_t (&xw)[kChunk][2], int n, const uint8_t* stage,
+                                              float (&acc)[kProj][2]) {
+  const int lane = threadIdx.x % kWarp, g = lane / 4, c = lane % 4, q_fed = lane / 8;
+  const uint8_t* stage_codes = stage;
+  const uint8_t* stage_scales = stage + kStageUnits * kUnitCodeBytes;
+  const uint32_t scale_select = static_cast<uint32_t>(c | ((c + 4) << 4));  // byte c of row g, byte c of row g+8
+  const int half = (n + 1) / 2;
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // the first half has landed
+  __syncwarp();  // the scales were copied by other lanes
+#pragma unroll
+  for (int i = 0; i < kChunk; ++i) {
+    if (i >= n) break;
+    if (i == half) {
+      cp_async_wait_all();
+      __syncwarp();
+    }
+    const uint32_t b0 = xw[i][0], b1 = xw[i][1];
+#pragma unroll
+    for (int p = 0; p < kProj; ++p) {
+      const int u = p * kChunk + i;
+      const uint4 packed = *reinterpret_cast<const uint4*>(stage_codes + u * kUnitCodeBytes + lane * 16);
+      const uint32_t* unit_scales = reinterpret_cast<const uint32_t*>(stage_scales + u * kUnitScaleBytes);
+      const float2 s = e4m3x2_to_float2_scaled(__byte_perm(unit_scales[g], unit_scales[g + 8], scale_select));
+      const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
+      float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        uint32_t a[4];
+        decode_e2m1x8_fast(words[q], a);
+        mma_bf16_16816(d, a, q_fed == q ? b0 : 0u, q_fed == q ? b1 : 0u);
+      }
+      acc[p][0] += d[0] * s.x;
+      acc[p][1] += d[2] * s.y;
+    }
+  }
+  cp_async_wait_all();  // (n == 1: the second group is empty)
+  __syncwarp();  // the stage is reused by the next batch
+}
+
+// The bf16x2 input words of supertiles [st0, st0 + n) a lane feeds: inputs k0, k0 + 1 and k0 + 8, k0 + 9 of each
+// supertile (B rows 2c, 2c+1 and 2c+8, 2c+9 of tile q_fed), from bf16 words covering every supertile.
+template <int kChunk>
+__device__ __forceinline__ void load_input_words(const uint32_t* words, int st0, int n, uint32_t (&xw)[kChunk][2]) {
+  const int lane = threadIdx.x % kWarp, c = lane % 4, q_fed = lane / 8;
+#pragma unroll
+  for (int i = 0; i < kChunk; ++i) {
+    const int k0 = 64 * (st0 + i) + 16 * q_fed + 2 * c;
+    xw[i][0] = i < n ? words[k0 / 2] : 0u;
+    xw[i][1] = i < n ? words[k0 / 2 + 4] : 0u;
+  }
+}
+
 // One warp: rows [16 strip, 16 strip + 16) of kProj packed projections of the same shape times one BF16
 // input vector, over supertiles [st_begin, st_end), kChunk supertiles per batch (kProj * kChunk <= 10 units).
 // A batch first issues the lane's input loads, then every unit of the batch with cp.async into the warp's
@@ -221,52 +322,23 @@ __device__ __forceinline__ void strip_dot(const uint8_t* const (&codes)[kProj], 
                                           int st_begin, int st_end, const void* input, int input_len, uint8_t* stage,
                                           float (&acc)[kProj][2]) {
   static_assert(kProj * kChunk <= kStageUnits, "stage too small");
-  const int lane = threadIdx.x % kWarp, g = lane / 4, c = lane % 4, q_fed = lane / 8;
-  uint8_t* stage_codes = stage;
-  uint8_t* stage_scales = stage + kStageUnits * kUnitCodeBytes;
-  const uint32_t scale_select = static_cast<uint32_t>(c | ((c + 4) << 4));  // byte c of row g, byte c of row g+8
+  const int lane = threadIdx.x % kWarp, c = lane % 4, q_fed = lane / 8;
   for (int st0 = st_begin; st0 < st_end; st0 += kChunk) {
     const int n = min(kChunk, st_end - st0);
-    // Inputs k0, k0 + 1 and k0 + 8, k0 + 9 of each supertile (B rows 2c, 2c+1 and 2c+8, 2c+9 of tile q_fed).
     float2 xf[kChunk][2];
     uint32_t xw[kChunk][2];
+    if constexpr (kFloatInput) {
+      const float* x = static_cast<const float*>(input);
 #pragma unroll
-    for (int i = 0; i < kChunk; ++i) {
-      const int k0 = 64 * (st0 + i) + 16 * q_fed + 2 * c;
-      if constexpr (kFloatInput) {
-        const float* x = static_cast<const float*>(input);
+      for (int i = 0; i < kChunk; ++i) {
+        const int k0 = 64 * (st0 + i) + 16 * q_fed + 2 * c;
         xf[i][0] = i < n && k0 < input_len ? __ldg(reinterpret_cast<const float2*>(x + k0)) : make_float2(0.0f, 0.0f);
         xf[i][1] = i < n && k0 + 8 < input_len ? __ldg(reinterpret_cast<const float2*>(x + k0 + 8)) : make_float2(0.0f, 0.0f);
-      } else {
-        const uint32_t* words = static_cast<const uint32_t*>(input);
-        xw[i][0] = i < n ? words[k0 / 2] : 0u;
-        xw[i][1] = i < n ? words[k0 / 2 + 4] : 0u;
       }
+    } else {
+      load_input_words<kChunk>(static_cast<const uint32_t*>(input), st0, n, xw);
     }
-    // Two commit groups, the batch's first and second half of supertiles (all projections), so the first half
-    // is computed while the second is still arriving.
-    const int half = (n + 1) / 2;
-    for (int group = 0; group < 2; ++group) {
-#pragma unroll
-      for (int u = 0; u < kProj * kChunk; ++u) {
-        const int p = u / kChunk, i = u % kChunk;
-        if (i < n && (i < half) == (group == 0)) {
-          cp_async16(stage_codes + u * kUnitCodeBytes + lane * 16,
-                     codes[p] + static_cast<size_t>(st0 + i) * kUnitCodeBytes + lane * 16);
-        }
-      }
-      for (int t = lane; t < kProj * kChunk * 4; t += kWarp) {
-        const int u = t / 4, p = u / kChunk, i = u % kChunk;
-        const uint8_t* projection_scales = scales[0];
-#pragma unroll
-        for (int pp = 1; pp < kProj; ++pp) projection_scales = p == pp ? scales[pp] : projection_scales;  // no local array
-        if (i < n && (i < half) == (group == 0)) {
-          cp_async16(stage_scales + u * kUnitScaleBytes + (t % 4) * 16,
-                     projection_scales + static_cast<size_t>(st0 + i) * kUnitScaleBytes + (t % 4) * 16);
-        }
-      }
-      cp_async_commit();
-    }
+    issue_units<kProj, kChunk>(codes, scales, st0, n, stage);
     if constexpr (kFloatInput) {  // bf16 now (the weights are in flight): half the registers through the compute
 #pragma unroll
       for (int i = 0; i < kChunk; ++i) {
@@ -274,37 +346,7 @@ __device__ __forceinline__ void strip_dot(const uint8_t* const (&codes)[kProj], 
         xw[i][1] = pack_bf16x2(xf[i][1].x, xf[i][1].y);
       }
     }
-    asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // the first half has landed
-    __syncwarp();  // the scales were copied by other lanes
-
-#pragma unroll
-    for (int i = 0; i < kChunk; ++i) {
-      if (i >= n) break;
-      if (i == half) {
-        cp_async_wait_all();
-        __syncwarp();
-      }
-      const uint32_t b0 = xw[i][0], b1 = xw[i][1];
-#pragma unroll
-      for (int p = 0; p < kProj; ++p) {
-        const int u = p * kChunk + i;
-        const uint4 packed = *reinterpret_cast<const uint4*>(stage_codes + u * kUnitCodeBytes + lane * 16);
-        const uint32_t* unit_scales = reinterpret_cast<const uint32_t*>(stage_scales + u * kUnitScaleBytes);
-        const float2 s = e4m3x2_to_float2_scaled(__byte_perm(unit_scales[g], unit_scales[g + 8], scale_select));
-        const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
-        float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          uint32_t a[4];
-          decode_e2m1x8_fast(words[q], a);
-          mma_bf16_16816(d, a, q_fed == q ? b0 : 0u, q_fed == q ? b1 : 0u);
-        }
-        acc[p][0] += d[0] * s.x;
-        acc[p][1] += d[2] * s.y;
-      }
-    }
-    cp_async_wait_all();  // (n == 1: the second group is empty)
-    __syncwarp();  // the stage is reused by the next batch
+    compute_units<kProj, kChunk>(xw, n, stage, acc);
   }
 }
 
@@ -337,6 +379,7 @@ __device__ __forceinline__ void gate_up_strip(const uint8_t* pool, const model::
   float acc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}};
   strip_dot<2, kGateUpChunk, true>(codes, unit_scales, st_begin, st_end, x_row, layout.hidden,
                                    stage + warp * kWarpStageBytes, acc);
+  phase(0, 3);
 #pragma unroll
   for (int p = 0; p < 2; ++p) {
     acc[p][0] = quad_sum(acc[p][0]);
@@ -349,6 +392,7 @@ __device__ __forceinline__ void gate_up_strip(const uint8_t* pool, const model::
     }
   }
   __syncthreads();
+  phase(0, 4);
   if (threadIdx.x < 16) {
     const model::SlotScales s = scales[slot];
     float gate = 0.0f, up = 0.0f;
@@ -415,13 +459,18 @@ __device__ __forceinline__ void warp_router(const float* logits, int experts, in
   weight = renormalize ? p / total : p;
 }
 
-// Fused decode (one row): the router, then the gate/up block of the block's choice.
+// Fused decode (one row): the router, then the gate/up block of the block's choice. The next kernel (down) may
+// launch only once every block has routed (the trigger comes after the routing barrier), and block (0, 0) makes
+// top_experts / top_weights visible before it: down then finds them in place and fetches its weights before
+// its own wait (down_strip_speculative, which still checks them after the wait).
 template <int kPer>
 __global__ void __launch_bounds__(kGateUpWarps * kWarp, 4)
     moe_decode_gate_up_kernel(const uint8_t* pool, const model::SlotScales* scales, model::ExpertSlotLayout layout,
                               const float* x, const float* logits, int experts, int k, bool renormalize, uint16_t* act,
                               int32_t* top_experts, float* top_weights) {
-  pdl_begin();  // the logits come from the previous kernel; nothing to load before them
+  phase(0, 0);
+  pdl_wait();  // the logits come from the previous kernel; nothing to load before them
+  phase(0, 1);
   extern __shared__ __align__(16) uint8_t stage[];  // [warps][kWarpStageBytes]
   __shared__ int chosen;
   const int j = blockIdx.y;
@@ -433,12 +482,16 @@ __global__ void __launch_bounds__(kGateUpWarps * kWarp, 4)
     if (blockIdx.x == 0 && j == 0 && static_cast<int>(threadIdx.x) < k) {
       top_experts[threadIdx.x] = expert;
       top_weights[threadIdx.x] = weight;
+      __threadfence();  // visible before this block's trigger
     }
   }
   __syncthreads();
+  pdl_trigger();
+  phase(0, 2);
   const int slot = chosen;
   gate_up_strip(pool, scales, layout, x, slot, blockIdx.x, stage,
                 act + static_cast<size_t>(j) * layout.padded_intermediate);
+  phase(0, 5);
 }
 
 constexpr int kMaxTopK = 16;
@@ -460,6 +513,48 @@ __device__ __forceinline__ void down_strip(const uint8_t* pool, const model::Slo
   const float r0 = quad_sum(acc[0][0]), r1 = quad_sum(acc[0][1]);
   if (lane % 4 == 0) {
     const float sd = scales[slot].down;
+    partial[lane / 4] = r0 * route_weight * sd * kScaleFold;
+    partial[lane / 4 + 8] = r1 * route_weight * sd * kScaleFold;
+  }
+}
+
+// down_strip for the fused decode kernel, with the weights fetched before the PDL wait on top_experts as they are
+// then: gate/up triggers this kernel's launch only after its block (0, 0) has written and fenced them, so they
+// are this layer's choice in practice; the memory model does not promise it before the wait, so the choice is
+// read again after the wait and on a miss the strip is fetched again. The result is always the chosen expert's,
+// bit for bit down_strip's. One batch only (I <= 64 * kDownChunk).
+__device__ __forceinline__ void down_strip_speculative(const uint8_t* pool, const model::SlotScales* scales,
+                                                       const model::ExpertSlotLayout& layout, const uint16_t* act_row,
+                                                       const int32_t* slots, const float* weights, int num_slots, int j,
+                                                       int strip, uint8_t* stage, float* partial) {
+  const int lane = threadIdx.x % kWarp, supertiles = layout.down.supertiles();
+  const size_t strip_offset = static_cast<size_t>(strip) * supertiles;
+  auto issue = [&](int slot) {
+    const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
+    const uint8_t* const codes[1] = {base + layout.down.codes + strip_offset * kUnitCodeBytes};
+    const uint8_t* const unit_scales[1] = {base + layout.down.scales + strip_offset * kUnitScaleBytes};
+    issue_units<1, kDownChunk>(codes, unit_scales, 0, supertiles, stage);
+  };
+  const int guess = __ldcg(slots + j);  // racing gate/up's write: old or new, never torn
+  const bool issued = guess >= 0 && guess < num_slots;
+  if (issued) issue(guess);
+  pdl_wait();
+  phase(1, 1);
+  const int slot = __ldcg(slots + j);
+  if (!issued || slot != guess) {
+    if (issued) {  // the guessed strip must land before its stage is overwritten
+      cp_async_wait_all();
+      __syncwarp();
+    }
+    issue(slot);
+  }
+  uint32_t xw[kDownChunk][2];
+  load_input_words<kDownChunk>(reinterpret_cast<const uint32_t*>(act_row), 0, supertiles, xw);
+  float acc[1][2] = {{0.0f, 0.0f}};
+  compute_units<1, kDownChunk>(xw, supertiles, stage, acc);
+  const float r0 = quad_sum(acc[0][0]), r1 = quad_sum(acc[0][1]);
+  if (lane % 4 == 0) {
+    const float route_weight = __ldcg(weights + j), sd = scales[slot].down;
     partial[lane / 4] = r0 * route_weight * sd * kScaleFold;
     partial[lane / 4 + 8] = r1 * route_weight * sd * kScaleFold;
   }
@@ -551,17 +646,26 @@ __device__ __forceinline__ void shared_down_rows(const uint16_t* w, int inter, i
 __global__ void __maxnreg__(56)  // two blocks of k = 10 per SM (576 threads)
     moe_decode_down_hc_write_kernel(const uint8_t* pool, const model::SlotScales* scales, model::ExpertSlotLayout layout,
                                     const uint16_t* act, const int32_t* slots, const float* weights, int k,
-                                    const uint16_t* shared_down, const float* shared_proj, int shared_inter,
-                                    const float* inject, int streams, float* stream_row) {
+                                    int num_slots, const uint16_t* shared_down, const float* shared_proj,
+                                    int shared_inter, const float* inject, int streams, float* stream_row) {
+  phase(1, 0);
   pdl_trigger();  // weights first; every warp waits before it reads activations
   extern __shared__ __align__(16) uint8_t stage[];  // [k][kWarpStageBytes]
   __shared__ float partial[kMaxTopK][kStripRows];
   __shared__ float shared_out[kStripRows];
   const int strip = blockIdx.x, warp = threadIdx.x / kWarp, d = layout.hidden;
   if (warp < k) {
-    pdl_wait();
-    down_strip(pool, scales, layout, act + static_cast<size_t>(warp) * layout.padded_intermediate, slots[warp],
-               weights[warp], strip, stage + warp * kWarpStageBytes, partial[warp]);
+    const uint16_t* act_row = act + static_cast<size_t>(warp) * layout.padded_intermediate;
+    if (layout.down.supertiles() <= kDownChunk) {
+      down_strip_speculative(pool, scales, layout, act_row, slots, weights, num_slots, warp, strip,
+                             stage + warp * kWarpStageBytes, partial[warp]);
+    } else {
+      pdl_wait();
+      phase(1, 1);
+      down_strip(pool, scales, layout, act_row, slots[warp], weights[warp], strip, stage + warp * kWarpStageBytes,
+                 partial[warp]);
+    }
+    phase(1, 2);
   } else {
     const int r0 = (warp - k) * kSharedRows;
     float dots[kSharedRows];
@@ -573,6 +677,7 @@ __global__ void __maxnreg__(56)  // two blocks of k = 10 per SM (576 threads)
     }
   }
   __syncthreads();
+  phase(1, 3);
   const int n = kStripRows * strip + static_cast<int>(threadIdx.x);
   if (threadIdx.x < kStripRows && n < d) {  // padded rows are dropped
     float routed = 0.0f;
@@ -580,6 +685,7 @@ __global__ void __maxnreg__(56)  // two blocks of k = 10 per SM (576 threads)
     const float v = routed + shared_out[threadIdx.x];
     for (int s = 0; s < streams; ++s) stream_row[static_cast<size_t>(s) * d + n] += inject[s] * v;
   }
+  phase(1, 4);
 }
 
 // BF16 slots: one warp per weight row, 16-byte loads, fp32 dot products.
@@ -751,7 +857,7 @@ void launch_moe_decode_gate_up(const uint8_t* pool, const model::SlotScales* sca
   }
 }
 
-void launch_moe_decode_down_hc_write(const uint8_t* pool, const model::SlotScales* scales,
+void launch_moe_decode_down_hc_write(const uint8_t* pool, int32_t slots, const model::SlotScales* scales,
                                      const model::ExpertSlotLayout& layout, const uint16_t* act, const int32_t* top_experts,
                                      const float* top_weights, int32_t k, const uint16_t* shared_down,
                                      const float* shared_proj, int32_t shared_inter, const float* inject, int32_t streams,
@@ -763,7 +869,7 @@ void launch_moe_decode_down_hc_write(const uint8_t* pool, const model::SlotScale
   raise_down_shared_limit_once();
   launch_kernel(moe_decode_down_hc_write_kernel, layout.padded_hidden / kStripRows, (k + kSharedWarps) * kWarp,
                 static_cast<size_t>(k) * kWarpStageBytes, stream, 1, pool, scales, layout, act, top_experts, top_weights, k,
-                shared_down, shared_proj, shared_inter, inject, streams, stream_row);
+                slots, shared_down, shared_proj, shared_inter, inject, streams, stream_row);
 }
 
 }  // namespace imp::cuda

@@ -43,12 +43,14 @@ void launch_expert_down(const uint8_t* pool, const model::SlotScales* scales, co
 //     shared_proj[2 I_s]) * shared_down . (silu(shared_proj[0, I_s)) * shared_proj[I_s, 2 I_s)), written into the
 //     hyper-connection streams: stream_row[s * H + n] += inject[s] * v (cpu::moe_block, then
 //     cpu::hyper_connection_write). shared_proj = [shared gate | shared up | shared gate logit] of the input
-//     projection; shared_down bf16 [H, I_s].
+//     projection; shared_down bf16 [H, I_s]. The pool holds `slots` slots: the kernel reads top_experts once
+//     before its PDL wait to fetch weights early (checked after the wait; a value outside [0, slots) is no
+//     guess), so top_experts needs no initialisation.
 void launch_moe_decode_gate_up(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
                                const float* x, const float* logits, int32_t experts, int32_t k, bool renormalize,
                                uint16_t* act, int32_t* top_experts, float* top_weights,
                                cudaStream_t stream);
-void launch_moe_decode_down_hc_write(const uint8_t* pool, const model::SlotScales* scales,
+void launch_moe_decode_down_hc_write(const uint8_t* pool, int32_t slots, const model::SlotScales* scales,
                                      const model::ExpertSlotLayout& layout, const uint16_t* act, const int32_t* top_experts,
                                      const float* top_weights, int32_t k, const uint16_t* shared_down,
                                      const float* shared_proj, int32_t shared_inter, const float* inject, int32_t streams,
