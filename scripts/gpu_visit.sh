@@ -3,7 +3,8 @@
 # golden fixtures through the CUDA engine), the full-scale dummy-weight benchmark, compute-sanitizer on
 # fixture models, imp generate cuda vs cpu, and the server's openai-SDK suite on the CUDA backend (wheels
 # carried in build/wheels: the machine reaches no package registry). Expects build/cuda from this machine
-# (carried); writes logs and JSON under $OUT. Set IMP_COMMIT to the commit the build came from.
+# (carried); writes logs and JSON under $OUT, packed at the end into $OUT/visit_outputs.tar.gz (a visit returns
+# only a few files). Set IMP_COMMIT to the commit the build came from.
 # Steps: MEMCHECK=0, GENERATE=0 or SERVER=0 skip theirs; KERNEL_BENCH=1 adds imp_kernel_bench; TIMELINE=1 adds a
 # CUPTI kernel timeline of full-scale decode steps (build/exp/libkernel_timeline.so, carried; see
 # bench/tools/kernel_timeline.cpp); PROFILE=1 adds scripts/gpu_profile.sh (PREFILL=N for a prefill profile too).
@@ -45,6 +46,8 @@ if [ "${TIMELINE:-0}" = 1 ]; then
     IMP_TIMELINE="$out/timeline.csv" "$imp" bench --dummy bench/configs/qwen3.8-flash-next.json --backend cuda --pp 1 \
     --tg 24 --context ${TIMELINE_CONTEXT:-1024} --runs 1 --out "$out/bench_timeline.json" > /dev/null 2> "$out/timeline.log"
   echo "timeline rc=$?"; grep -E "tg |kernel_timeline" "$out/timeline.log"
+  python3 bench/tools/timeline_summary.py "$out/timeline.csv" --steps 16 --detail 150 > "$out/timeline_summary.txt" 2>&1
+  head -3 "$out/timeline_summary.txt"
 fi
 if [ "${MEMCHECK:-1}" = 1 ]; then
 echo "== compute-sanitizer memcheck on fixture models"
@@ -68,4 +71,12 @@ fi
 if [ "${PROFILE:-0}" = 1 ]; then
   echo "== ncu profile (4-layer slice)"
   OUT="$out" bash scripts/gpu_profile.sh
+fi
+# A visit brings back only a few files (8 in session 5: the rest were lost), so everything this script wrote
+# goes into one archive; the caller's own log next to it stays readable as is.
+archive=$(mktemp /tmp/visit_outputs.XXXXXX)  # outside $out, so the folder does not change while tar reads it
+if tar -czf "$archive" -C "$out" --exclude=./visit.log --exclude=./visit_outputs.tar.gz .; then
+  mv "$archive" "$out/visit_outputs.tar.gz"
+  find "$out" -maxdepth 1 -type f ! -name visit_outputs.tar.gz ! -name visit.log -delete
+  echo "== outputs in visit_outputs.tar.gz: $(tar -tzf "$out/visit_outputs.tar.gz" | grep -vc '/$') files"
 fi
