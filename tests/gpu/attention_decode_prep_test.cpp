@@ -53,6 +53,7 @@ std::vector<float> cpu_head(const float* x, int dim, const std::vector<uint16_t>
 void expect_head_near(const float* got, const std::vector<float>& want, const char* what, int index) {
   double scale = 1e-30, diff = 0.0;
   for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i])) << what << " " << index << " element " << i;  // max() would skip a NaN
     scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
     diff = std::max(diff, std::fabs(static_cast<double>(got[i]) - want[i]));
   }

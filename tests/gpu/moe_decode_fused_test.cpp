@@ -433,8 +433,10 @@ TEST(GpuMoeDecodeFused, MatchesCpuAtUnevenAndTinyShapes) {
 
 // The down kernel fetches its routed weights before the PDL wait on top_experts as it finds them (gate/up writes
 // them before it lets down launch) and checks them after the wait. Under PDL in a captured graph, as the decode
-// step runs it, layers that share the choice buffers (starting at a valid wrong expert) must give the streams bit
-// for bit as plain sequential launches, on every replay.
+// step runs it, layers that share the choice buffers must give the streams bit for bit as plain sequential
+// launches, on every replay. (The cases above cover a guess outside the pool: top_experts starts as -1 there.
+// A valid but wrong guess followed by a refetch happens only if the early read races gate/up's write; no test
+// forces it.)
 TEST(GpuMoeDecodeFused, SpeculativeDownFetchUnderPdlMatchesSequential) {
   constexpr int H = 2560, I = 640, I_s = 640, S = 4, k = 10, kExperts = 64, kLayers = 6;
   const Nvfp4Experts experts(H, I, kExperts);

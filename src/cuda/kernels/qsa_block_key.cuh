@@ -11,9 +11,9 @@
 
 namespace imp::cuda {
 
-// Block key b by one warp: mean of its raw keys, k_layernorm, RoPE at the block's first token.
-__device__ __forceinline__ void write_block_key(const float* raw_keys, int b, int ratio, int dim, const uint16_t* k_norm, float eps,
-                                int rotary_dim, const float* inv_freq, float* block_keys, int lane) {
+__device__ __forceinline__ void write_block_key(const float* raw_keys, int b, int ratio, int dim, const uint16_t* k_norm,
+                                                float eps, int rotary_dim, const float* inv_freq, float* block_keys,
+                                                int lane) {
   float* key = block_keys + static_cast<size_t>(b) * dim;
   float s = 0.0f;
   for (int i = lane; i < dim; i += kWarp) {
