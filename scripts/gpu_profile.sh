@@ -4,7 +4,9 @@
 # spends its time in. At the GPU's own clocks with warm caches, as in the decode graph; one metric, the duration
 # (one pass: a full section set saved and restored memory per kernel, seconds each with the 4 GiB mapped PLE
 # table). Expects build/cuda/bin (carried); writes $OUT/ncu_decode.txt (and ncu_prefill.txt). DETAIL=REGEX adds
-# stall reasons and throughput of the matching decode kernels (ncu_detail.txt); PREFILL= and NCU_DECODE=0 select.
+# stall reasons and throughput of the matching decode kernels (ncu_detail.txt), PREFILL_DETAIL=REGEX the same for
+# the first matching launches of a 4096-token prefill chunk (ncu_prefill_detail.txt); PREFILL= and NCU_DECODE=0
+# select.
 set -uo pipefail
 out=${OUT:-/tmp/imp_out}
 mkdir -p "$out"
@@ -31,4 +33,12 @@ if [ -n "${DETAIL:-}" ]; then
     --launch-count ${DETAIL_COUNT:-31} build/cuda/bin/imp bench --dummy bench/configs/flash-next-4layers.json \
     --backend cuda --pp 1 --tg 8 --context 1024 --runs 1 > "$out/ncu_detail.txt" 2>&1
   echo "ncu detail rc=$?"
+fi
+if [ -n "${PREFILL_DETAIL:-}" ]; then
+  ncu --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats \
+    --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --clock-control none --cache-control none \
+    -k "regex:${PREFILL_DETAIL}" --launch-count ${PREFILL_DETAIL_COUNT:-4} build/cuda/bin/imp bench --dummy \
+    bench/configs/flash-next-4layers.json --backend cuda --pp 4096 --tg 1 --context 1 --runs 1 \
+    > "$out/ncu_prefill_detail.txt" 2>&1
+  echo "ncu prefill detail rc=$?"
 fi

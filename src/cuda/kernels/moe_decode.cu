@@ -419,44 +419,90 @@ __global__ void __launch_bounds__(kGateUpWarps * kWarp, 4)
                 act + static_cast<size_t>(task) * layout.padded_intermediate);
 }
 
+constexpr int kMaxTopK = 16;
+
+// The largest of a lane's keys: four interleaved chains, then their maximum (a short dependent chain in few
+// registers; a full tree would double the keys' registers and spill at the kernel's 64-register cap).
+template <int kPer>
+__device__ __forceinline__ uint64_t key_max(const uint64_t (&keys)[kPer]) {
+  constexpr int kChains = kPer < 4 ? kPer : 4;
+  uint64_t t[kChains];
+#pragma unroll
+  for (int c = 0; c < kChains; ++c) t[c] = keys[c];
+#pragma unroll
+  for (int i = kChains; i < kPer; ++i) t[i % kChains] = keys[i] > t[i % kChains] ? keys[i] : t[i % kChains];
+#pragma unroll
+  for (int c = 1; c < kChains; ++c) t[0] = t[c] > t[0] ? t[c] : t[0];
+  return t[0];
+}
+
+// Shared memory a warp_router<kPer> needs: 32 lane maxima, kMaxTopK winners, k * kPer candidates.
+template <int kPer>
+constexpr size_t kRouterScratchBytes = (kWarp + kMaxTopK + kMaxTopK * kPer) * sizeof(uint64_t);
+
 // The router of one row, computed by one warp of every block that needs the choice, so the decode step has
-// no router launch. The same keys, order and softmax as
-// router_topk_kernel (the softmax sums combine in another order: weights may differ in the last bits). Lane
-// j < k returns choice j (k <= 32). The logits are read through L2 (__ldcg): they come from the previous kernel.
+// no router launch. The same keys, order and softmax as router_topk_kernel (the softmax sums combine in another
+// order: weights may differ in the last bits). Lane j < k returns choice j (k <= kMaxTopK). The logits are read
+// through L2 (__ldcg): they come from the previous kernel. No k serial rounds: tau, the k-th largest of the
+// lanes' maxima, is at most the k-th largest key (the k lanes with the largest maxima hold k keys >= tau), so the
+// top k are among the keys >= tau (at most k * kPer: only those k lanes have any); they are compacted into
+// `scratch` and each is ranked by counting the larger ones. experts >= k, so at least k lanes hold keys.
 template <int kPer>  // experts per lane: experts <= 32 * kPer
-__device__ __forceinline__ void warp_router(const float* logits, int experts, int k, bool renormalize, int& expert,
-                                            float& weight) {
+__device__ __forceinline__ void warp_router(const float* logits, int experts, int k, bool renormalize,
+                                            uint64_t* scratch, int& expert, float& weight) {
   const int lane = threadIdx.x % kWarp;
-  float v[kPer];
+  uint64_t* const maxima = scratch;              // [32]
+  uint64_t* const top = scratch + kWarp;         // [k]
+  uint64_t* const cand = top + kMaxTopK;         // [k * kPer]
+  uint64_t keys[kPer];  // 0: no key (every real key has a nonzero low word); key_logit gives the logit back
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int e = lane + i * kWarp;
-    v[i] = e < experts ? __ldcg(logits + e) : 0.0f;
+    keys[i] = e < experts ? router_key(__ldcg(logits + e), e) : 0;
   }
-  uint64_t keys[kPer];  // built once; the rounds only compare
-  uint64_t best = 0;    // 0: no key
+  const uint64_t best = key_max(keys);
+  maxima[lane] = best;
+  __syncwarp();
+  int rank = 0;
+#pragma unroll
+  for (int o = 0; o < kWarp; ++o) rank += maxima[o] > best;
+  const uint64_t tau = __shfl_sync(kFull, best, __ffs(__ballot_sync(kFull, rank == k - 1)) - 1);
+  int mine_count = 0;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) mine_count += keys[i] >= tau ? 1 : 0;
+  int end = mine_count;  // inclusive prefix sum over the lanes
+#pragma unroll
+  for (int o = 1; o < kWarp; o *= 2) {
+    const int t = __shfl_up_sync(kFull, end, o);
+    if (lane >= o) end += t;
+  }
+  const int total = __shfl_sync(kFull, end, kWarp - 1);
+  int at = end - mine_count;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
-    const int e = lane + i * kWarp;
-    keys[i] = e < experts ? router_key(v[i], e) : 0;
-    best = keys[i] > best ? keys[i] : best;
+    if (keys[i] >= tau) cand[at++] = keys[i];
   }
-  uint64_t mine = 0;
-  warp_topk_rounds(keys, best, k, [&](int j, uint64_t win) {
-    if (lane == j) mine = win;
-  });
+  __syncwarp();
+  for (int c = lane; c < total; c += kWarp) {
+    const uint64_t key = cand[c];
+    int above = 0;
+    for (int o = 0; o < total; ++o) above += cand[o] > key ? 1 : 0;
+    if (above < k) top[above] = key;
+  }
+  __syncwarp();
+  const uint64_t mine = lane < k ? top[lane] : 0;
   // Softmax over every expert: the maximum logit is the first choice's (lane 0), then one sum of exp.
   const float m = key_logit(__shfl_sync(kFull, mine, 0));
   float s = 0.0f;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
-    if (lane + i * kWarp < experts) s += expf(v[i] - m);
+    if (keys[i] != 0) s += expf(key_logit(keys[i]) - m);  // -0 came back as +0: the same exp
   }
   s = warp_sum(s);
   const float p = lane < k ? expf(key_logit(mine) - m) / s : 0.0f;
-  const float total = warp_sum(p);
+  const float total_p = warp_sum(p);
   expert = lane < k ? key_expert(mine) : 0;
-  weight = renormalize ? p / total : p;
+  weight = renormalize ? p / total_p : p;
 }
 
 // Fused decode (one row): the router, then the gate/up block of the block's choice. The next kernel (down) may
@@ -477,7 +523,9 @@ __global__ void __launch_bounds__(kGateUpWarps * kWarp, 4)
   if (threadIdx.x < kWarp) {  // one warp routes (every warp would cost ~8 us of issue slots per layer)
     int expert = 0;
     float weight = 0.0f;
-    warp_router<kPer>(logits, experts, k, renormalize, expert, weight);
+    // The routing warp borrows the block's weight stage as scratch: gate_up_strip uses it only after the barrier.
+    static_assert(kRouterScratchBytes<kPer> <= kGateUpWarps * kWarpStageBytes, "router scratch fits the stage");
+    warp_router<kPer>(logits, experts, k, renormalize, reinterpret_cast<uint64_t*>(stage), expert, weight);
     if (static_cast<int>(threadIdx.x) == j) chosen = expert;  // everything resident: slot = expert id
     if (blockIdx.x == 0 && j == 0 && static_cast<int>(threadIdx.x) < k) {
       top_experts[threadIdx.x] = expert;
@@ -494,7 +542,6 @@ __global__ void __launch_bounds__(kGateUpWarps * kWarp, 4)
   phase(0, 5);
 }
 
-constexpr int kMaxTopK = 16;
 constexpr int kDownChunk = kStageUnits;
 
 // Warp j's share of a down block: choice j's down projection of strip `strip` (16 output rows, all of I in
