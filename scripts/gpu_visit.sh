@@ -7,7 +7,8 @@
 # only a few files). Set IMP_COMMIT to the commit the build came from.
 # Steps: MEMCHECK=0, GENERATE=0 or SERVER=0 skip theirs; KERNEL_BENCH=1 adds imp_kernel_bench; TIMELINE=1 adds a
 # CUPTI kernel timeline of full-scale decode steps (build/exp/libkernel_timeline.so, carried; see
-# bench/tools/kernel_timeline.cpp); PROFILE=1 adds scripts/gpu_profile.sh (PREFILL=N for a prefill profile too).
+# bench/tools/kernel_timeline.cpp); TIMELINE_PREFILL=1 the same for a 4096-token prefill (per-kernel summary only);
+# PROFILE=1 adds scripts/gpu_profile.sh (PREFILL=N for a prefill profile too).
 # If a golden fixture fails with this build and a fallback build is carried (build/fallback: imp and
 # imp_gpu_tests of an earlier commit, IMP_FALLBACK_COMMIT), the later steps use the fallback instead, so
 # the benchmark numbers always come from a build whose engine passed the golden tests.
@@ -48,6 +49,16 @@ if [ "${TIMELINE:-0}" = 1 ]; then
   echo "timeline rc=$?"; grep -E "tg |kernel_timeline" "$out/timeline.log"
   python3 bench/tools/timeline_summary.py "$out/timeline.csv" --steps 16 --detail 150 > "$out/timeline_summary.txt" 2>&1
   head -3 "$out/timeline_summary.txt"
+fi
+if [ "${TIMELINE_PREFILL:-0}" = 1 ]; then
+  echo "== kernel timeline of a 4096-token prefill (CUPTI)"
+  LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$PWD/build/exp/lib" CUDA_INJECTION64_PATH="$PWD/build/exp/libkernel_timeline.so" \
+    IMP_TIMELINE="$out/timeline_prefill.csv" "$imp" bench --dummy bench/configs/qwen3.8-flash-next.json --backend cuda \
+    --pp 4096 --tg 1 --context 1 --runs 2 --out "$out/bench_timeline_prefill.json" > /dev/null 2> "$out/timeline_prefill.log"
+  echo "prefill timeline rc=$?"; grep -E "pp |kernel_timeline" "$out/timeline_prefill.log"
+  python3 bench/tools/timeline_summary.py "$out/timeline_prefill.csv" --prefill --steps 1 > "$out/timeline_prefill_summary.txt" 2>&1
+  head -30 "$out/timeline_prefill_summary.txt"
+  rm -f "$out/timeline_prefill.csv"  # large; the summary is what matters
 fi
 if [ "${MEMCHECK:-1}" = 1 ]; then
 echo "== compute-sanitizer memcheck on fixture models"

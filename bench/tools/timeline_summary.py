@@ -6,7 +6,9 @@ kernel its "share" is end - max(start, previous kernel's end): the time the step
 (kernels run one after another, each waiting on the previous one under PDL, so shares add up to the step time).
 "gap" is start - previous end (negative: launched early under PDL). Prints the per-kernel-name totals per step,
 largest first, from the median step of the last --steps.
-Usage: timeline_summary.py timeline.csv [--steps 8] [--step-start embed_streams]
+With --prefill the kernels launched outside graphs are read instead (a prompt's chunks: use --steps 1 and a
+bench with --runs 2 or more, so the last complete run lies between two embed_streams launches).
+Usage: timeline_summary.py timeline.csv [--steps 8] [--step-start embed_streams] [--prefill]
 """
 import argparse
 import csv
@@ -34,18 +36,19 @@ def main():
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--step-start", default="embed_streams")
     ap.add_argument("--detail", type=int, default=0, help="also list the median step's first N kernels")
+    ap.add_argument("--prefill", action="store_true", help="kernels outside graphs (prefill runs) instead")
     args = ap.parse_args()
     rows = []
     with open(args.csv) as f:
         for r in csv.DictReader(f):
-            if r["graph_id"] == "0":
+            if (r["graph_id"] == "0") != args.prefill:
                 continue
             rows.append((int(r["start_ns"]), int(r["end_ns"]), short_name(r["name"]), int(r["grid"]), int(r["block"])))
     rows.sort()
     starts = [i for i, r in enumerate(rows) if args.step_start in r[2]]
     steps = [rows[a:b] for a, b in zip(starts, starts[1:])][-args.steps:]
     if not steps:
-        raise SystemExit("no complete graph-replayed steps found")
+        raise SystemExit("no complete steps found")
     per_step = []
     for step in steps:
         totals = defaultdict(lambda: [0, 0.0, 0.0, 0.0])  # count, share, duration, gap

@@ -2,6 +2,9 @@
 
 #include <cooperative_groups.h>
 
+#include <algorithm>
+#include <type_traits>
+
 #include "cuda/check.h"
 #include "cuda/launch.h"
 #include "cuda/kernels/device_math.cuh"
@@ -29,7 +32,7 @@ __global__ void gemv_bf16_hc_write_kernel(const uint16_t* weight, const float* x
                                           const float* inject, int streams, float* stream_row) {
   pdl_trigger();  // weights first: the dots wait before they read x
   gemv_rows<1>(weight, n, k, split, PlainX{x, k}, [&](int row, const float (&acc)[1]) {
-    for (int s = 0; s < streams; ++s) stream_row[static_cast<size_t>(s) * n + row] += inject[s] * acc[0];
+    hc_write_value(stream_row, static_cast<size_t>(n), static_cast<size_t>(row), inject, streams, acc[0]);
   });
 }
 
@@ -39,28 +42,48 @@ void launch_rows(const uint16_t* weight, const float* x, int32_t n, int32_t k, f
   launch_kernel(gemv_bf16_kernel<Rows>, gemv_split_blocks(n, split), kGemvThreads, 0, stream, 1, weight, x, n, k, split, y);
 }
 
-// One block per (row, group); groups are at most a few thousand wide.
+// One block per (row, group); groups are at most a few thousand wide. kVec values per load (4: 16-byte loads of
+// x and y, 8-byte loads of the weight, when every row and group start is 16-byte aligned).
+template <int kVec>
 __global__ void rms_norm_kernel(const float* x, const uint16_t* weight, int width, int group, float eps, float* y) {
   pdl_begin();
   __shared__ float partial[32];
+  using Vec = std::conditional_t<kVec == 4, float4, float>;
+  using WeightVec = std::conditional_t<kVec == 4, uint2, uint16_t>;
   const int groups = width / group;
-  const int row = blockIdx.x / groups, g = blockIdx.x % groups;
-  const float* in = x + static_cast<size_t>(row) * width + static_cast<size_t>(g) * group;
-  float* out = y + static_cast<size_t>(row) * width + static_cast<size_t>(g) * group;
+  const int row = blockIdx.x / groups, g = blockIdx.x % groups, n = group / kVec;
+  const Vec* in = reinterpret_cast<const Vec*>(x + static_cast<size_t>(row) * width + static_cast<size_t>(g) * group);
+  Vec* out = reinterpret_cast<Vec*>(y + static_cast<size_t>(row) * width + static_cast<size_t>(g) * group);
+  const WeightVec* w = reinterpret_cast<const WeightVec*>(weight + static_cast<size_t>(g) * group);
   float s = 0.0f;
-  for (int i = threadIdx.x; i < group; i += blockDim.x) s += in[i] * in[i];
-  for (int o = kWarp / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const Vec v = in[i];
+    if constexpr (kVec == 4) {
+      s += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    } else {
+      s += v * v;
+    }
+  }
+  s = warp_sum(s);
   if (threadIdx.x % kWarp == 0) partial[threadIdx.x / kWarp] = s;
   __syncthreads();
   if (threadIdx.x < kWarp) {
-    s = threadIdx.x < blockDim.x / kWarp ? partial[threadIdx.x] : 0.0f;
-    for (int o = kWarp / 2; o > 0; o /= 2) s += __shfl_xor_sync(0xffffffffu, s, o);
+    s = warp_sum(threadIdx.x < blockDim.x / kWarp ? partial[threadIdx.x] : 0.0f);
     if (threadIdx.x == 0) partial[0] = rsqrtf(s / static_cast<float>(group) + eps);
   }
   __syncthreads();
   const float inv = partial[0];
-  for (int i = threadIdx.x; i < group; i += blockDim.x) {
-    out[i] = in[i] * inv * (1.0f + bf16_bits_to_float(weight[g * group + i]));
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const Vec v = in[i];  // an L1/L2 hit: this block read it above
+    const WeightVec wv = w[i];
+    if constexpr (kVec == 4) {
+      out[i] = make_float4(v.x * inv * (1.0f + bf16_bits_to_float(wv.x & 0xffffu)),
+                           v.y * inv * (1.0f + bf16_bits_to_float(wv.x >> 16)),
+                           v.z * inv * (1.0f + bf16_bits_to_float(wv.y & 0xffffu)),
+                           v.w * inv * (1.0f + bf16_bits_to_float(wv.y >> 16)));
+    } else {
+      out[i] = v * inv * (1.0f + bf16_bits_to_float(wv));
+    }
   }
 }
 
@@ -126,7 +149,9 @@ void launch_gemv_bf16(const uint16_t* weight, const float* x, int32_t rows, int3
 
 void launch_gemv_bf16_hc_write(const uint16_t* weight, const float* x, int32_t n, int32_t k, const float* inject,
                                int32_t streams, float* stream_row, cudaStream_t stream) {
-  if (k % 8 != 0) throw_invalid_launch("gemv_bf16_hc_write: K % 8 != 0");
+  if (k % 8 != 0 || streams < 1 || streams > kMaxHcStreams) {
+    throw_invalid_launch("gemv_bf16_hc_write: K % 8 != 0 or streams outside [1, 8]");
+  }
   const int split = gemv_split(n, k);
   launch_kernel(gemv_bf16_hc_write_kernel, gemv_split_blocks(n, split), kGemvThreads, 0, stream, 1, weight, x, n, k, split,
                 inject, streams, stream_row);
@@ -140,8 +165,16 @@ void launch_rms_norm(const float* x, const uint16_t* weight, int32_t rows, int32
     launch_kernel(rms_norm_cluster_kernel, items * kNormCluster, kNormClusterThreads, 0, stream, 1,
                   x, weight, width, group, eps, y);
   } else {
-    const int threads = group >= 1024 ? 1024 : (group + kWarp - 1) / kWarp * kWarp;
-    launch_kernel(rms_norm_kernel, items, threads, 0, stream, 1, x, weight, width, group, eps, y);
+    // At most 256 threads per block: up to 8 blocks per SM keep rows in flight (1024-thread blocks allow 2).
+    const bool vec4 = group % 4 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(weight) % 8 == 0;
+    const int per_thread = vec4 ? 4 : 1;
+    const int threads = std::min(256, (group / per_thread + kWarp - 1) / kWarp * kWarp);
+    if (vec4) {
+      launch_kernel(rms_norm_kernel<4>, items, threads, 0, stream, 1, x, weight, width, group, eps, y);
+    } else {
+      launch_kernel(rms_norm_kernel<1>, items, threads, 0, stream, 1, x, weight, width, group, eps, y);
+    }
   }
 }
 

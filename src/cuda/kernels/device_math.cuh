@@ -1,6 +1,8 @@
 // Small device helpers shared by the kernels.
 #pragma once
 
+#include <cstddef>
+
 namespace imp::cuda {
 
 constexpr int kWarp = 32;
@@ -32,6 +34,26 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 __device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// The hyper-connection write of one value v at column i: stream[s * stride + i] += inject[s] * v, s < streams.
+// Every load goes out before any store: the compiler must assume the stores may alias the inject loads, and a
+// plain loop paid one dependent L2 round trip per stream.
+constexpr int kMaxHcStreams = 8;
+__device__ __forceinline__ void hc_write_value(float* stream, size_t stride, size_t i, const float* inject, int streams,
+                                               float v) {
+  float inj[kMaxHcStreams], cur[kMaxHcStreams];
+#pragma unroll
+  for (int s = 0; s < kMaxHcStreams; ++s) {
+    if (s < streams) {
+      inj[s] = inject[s];
+      cur[s] = stream[s * stride + i];
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < kMaxHcStreams; ++s) {
+    if (s < streams) stream[s * stride + i] = cur[s] + inj[s] * v;
+  }
+}
 
 // Partial NeoX RoPE of one head in memory, by one warp: dims [0, rotary_dim) rotate in pairs
 // (i, i + rotary_dim/2) by position * inv_freq[i], precise sin/cos as the CPU reference.

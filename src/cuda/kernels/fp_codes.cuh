@@ -1,6 +1,8 @@
 // Device-side decoders for the narrow float formats, bit-exact with src/core/dtype.h.
 #pragma once
 
+#include <cuda_fp16.h>
+
 #include <cstdint>
 
 namespace imp::cuda {
@@ -24,18 +26,33 @@ __device__ __forceinline__ float e4m3_to_float(uint32_t byte) {
 __device__ __forceinline__ float bf16_bits_to_float(uint32_t bits) { return __uint_as_float(bits << 16); }
 
 // Eight E2M1 values (four bytes, two per byte with the even input in the low nibble) to four bf16x2
-// registers, exactly, with byte permutes: magnitudes index two 8-entry byte tables (the high and low byte
-// of each bf16), and the sign bits are moved to bit 15 / 31.
+// registers, exactly, in 15 integer instructions: magnitudes index two 8-entry byte tables (the high and low
+// byte of each bf16) with byte permutes, and the sign bits are merged into the high-byte results with one byte
+// permute per four values (byte i of `sa` has the sign of nibble i in its top bit: y = w << 4 brings the even
+// nibbles' signs to the top of each byte).
 __device__ __forceinline__ void decode_e2m1x8(uint32_t w, uint32_t (&out)[4]) {
   constexpr uint32_t kHighLo = 0x3F3F3F00u, kHighHi = 0x40404040u;  // bf16 high bytes of 0,.5,1,1.5 | 2,3,4,6
   constexpr uint32_t kLowLo = 0xC0800000u, kLowHi = 0xC0804000u;     // bf16 low bytes
-  const uint32_t mag = w & 0x77777777u, mag_hi = mag >> 16;
-  const uint32_t h_a = __byte_perm(kHighLo, kHighHi, mag), l_a = __byte_perm(kLowLo, kLowHi, mag);
-  const uint32_t h_b = __byte_perm(kHighLo, kHighHi, mag_hi), l_b = __byte_perm(kLowLo, kLowHi, mag_hi);
-  out[0] = __byte_perm(l_a, h_a, 0x5140) | ((w << 12) & 0x8000u) | ((w << 24) & 0x80000000u);
-  out[1] = __byte_perm(l_a, h_a, 0x7362) | ((w << 4) & 0x8000u) | ((w << 16) & 0x80000000u);
-  out[2] = __byte_perm(l_b, h_b, 0x5140) | ((w >> 4) & 0x8000u) | ((w << 8) & 0x80000000u);
-  out[3] = __byte_perm(l_b, h_b, 0x7362) | ((w >> 12) & 0x8000u) | (w & 0x80000000u);
+  const uint32_t mag = w & 0x77777777u, mag_hi = mag >> 16, y = w << 4;
+  const uint32_t sa = __byte_perm(y, w, 0x5140), sb = __byte_perm(y, w, 0x7362);
+  const uint32_t h_a = __byte_perm(kHighLo, kHighHi, mag) | (sa & 0x80808080u);
+  const uint32_t h_b = __byte_perm(kHighLo, kHighHi, mag_hi) | (sb & 0x80808080u);
+  const uint32_t l_a = __byte_perm(kLowLo, kLowHi, mag), l_b = __byte_perm(kLowLo, kLowHi, mag_hi);
+  out[0] = __byte_perm(l_a, h_a, 0x5140);
+  out[1] = __byte_perm(l_a, h_a, 0x7362);
+  out[2] = __byte_perm(l_b, h_b, 0x5140);
+  out[3] = __byte_perm(l_b, h_b, 0x7362);
 }
+
+// Two E4M3 bytes (bits 0-7 and 8-15 of `bytes`) to floats times 2^-8, exactly: the E4M3 bits placed in an
+// fp16 keep their value up to 2^-8, subnormals included. The results have at most 4 significant bits, so they
+// are exact in bf16 too. Callers fold 2^8 into weight_scale_2 (kScaleFold).
+__device__ __forceinline__ float2 e4m3x2_to_float2_scaled(uint32_t bytes) {
+  const uint32_t spread = __byte_perm(bytes, 0u, 0x4140);  // [b0, 0, b1, 0]
+  const uint32_t half_bits = ((spread << 7) & 0x3F803F80u) | ((spread << 8) & 0x80008000u);
+  return __half22float2(*reinterpret_cast<const __half2*>(&half_bits));
+}
+
+constexpr float kScaleFold = 256.0f;  // undoes the 2^-8 of e4m3x2_to_float2_scaled
 
 }  // namespace imp::cuda

@@ -44,10 +44,8 @@ __global__ void hc_write_kernel(const float* y, const float* inject, int streams
   pdl_begin();
   const int row = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
   if (j >= d) return;
-  const float value = y[static_cast<size_t>(row) * d + j];
-  for (int s = 0; s < streams; ++s) {
-    rows[(static_cast<size_t>(row) * streams + s) * d + j] += inject[row * streams + s] * value;
-  }
+  hc_write_value(rows + static_cast<size_t>(row) * streams * d, static_cast<size_t>(d), static_cast<size_t>(j),
+                 inject + static_cast<size_t>(row) * streams, streams, y[static_cast<size_t>(row) * d + j]);
 }
 
 constexpr int kMaxStreams = 8;
@@ -228,6 +226,7 @@ void launch_hc_mix(const float* mix, const float* normed, int32_t rows, int32_t 
 
 void launch_hc_write(const float* y, const float* inject, int32_t rows, int32_t streams, int32_t d, float* stream_rows,
                      cudaStream_t stream) {
+  if (streams < 1 || streams > kMaxHcStreams) throw_invalid_launch("hc_write: streams outside [1, 8]");
   launch_kernel(hc_write_kernel, dim3((d + kThreads - 1) / kThreads, rows), kThreads, 0, stream, 1,
                 y, inject, streams, d, stream_rows);
 }

@@ -173,33 +173,6 @@ __global__ void __launch_bounds__(kRouterThreads) router_topk_kernel(const float
 // ---------------------------------------------------------------------------------------------------------
 // NVFP4 slot kernels.
 
-// Two E4M3 bytes (bits 0-7 and 8-15 of `bytes`) to floats times 2^-8, exactly: the E4M3 bits placed in an
-// fp16 keep their value up to 2^-8, subnormals included. Callers fold 2^8 into weight_scale_2.
-__device__ __forceinline__ float2 e4m3x2_to_float2_scaled(uint32_t bytes) {
-  const uint32_t spread = __byte_perm(bytes, 0u, 0x4140);  // [b0, 0, b1, 0]
-  const uint32_t half_bits = ((spread << 7) & 0x3F803F80u) | ((spread << 8) & 0x80008000u);
-  return __half22float2(*reinterpret_cast<const __half2*>(&half_bits));
-}
-
-constexpr float kScaleFold = 256.0f;  // undoes the 2^-8 of e4m3x2_to_float2_scaled
-
-// decode_e2m1x8 (fp_codes.cuh), bit-identical, in 15 integer instructions instead of 26: the sign bits are
-// merged into the high-byte table results with one byte permute per four values (byte i of `sa` has the sign
-// of nibble i in its top bit: y = w << 4 brings the even nibbles' signs to the top of each byte).
-__device__ __forceinline__ void decode_e2m1x8_fast(uint32_t w, uint32_t (&out)[4]) {
-  constexpr uint32_t kHighLo = 0x3F3F3F00u, kHighHi = 0x40404040u;  // bf16 high bytes of 0,.5,1,1.5 | 2,3,4,6
-  constexpr uint32_t kLowLo = 0xC0800000u, kLowHi = 0xC0804000u;     // bf16 low bytes
-  const uint32_t mag = w & 0x77777777u, mag_hi = mag >> 16, y = w << 4;
-  const uint32_t sa = __byte_perm(y, w, 0x5140), sb = __byte_perm(y, w, 0x7362);
-  const uint32_t h_a = __byte_perm(kHighLo, kHighHi, mag) | (sa & 0x80808080u);
-  const uint32_t h_b = __byte_perm(kHighLo, kHighHi, mag_hi) | (sb & 0x80808080u);
-  const uint32_t l_a = __byte_perm(kLowLo, kLowHi, mag), l_b = __byte_perm(kLowLo, kLowHi, mag_hi);
-  out[0] = __byte_perm(l_a, h_a, 0x5140);
-  out[1] = __byte_perm(l_a, h_a, 0x7362);
-  out[2] = __byte_perm(l_b, h_b, 0x5140);
-  out[3] = __byte_perm(l_b, h_b, 0x7362);
-}
-
 __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -280,7 +253,7 @@ __device__ __forceinline__ void compute_units(const uint32_t (&xw)[kChunk][2], i
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         uint32_t a[4];
-        decode_e2m1x8_fast(words[q], a);
+        decode_e2m1x8(words[q], a);
         mma_bf16_16816(d, a, q_fed == q ? b0 : 0u, q_fed == q ? b1 : 0u);
       }
       acc[p][0] += d[0] * s.x;
@@ -368,6 +341,11 @@ __device__ __forceinline__ void gate_up_strip(const uint8_t* pool, const model::
                                               int strip, uint8_t* stage, uint16_t* act_row) {
   __shared__ float partial[kGateUpWarps][2][16];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  float scale_gate = 0.0f, scale_up = 0.0f;  // loaded now by the threads that finish, so the SwiGLU waits on nothing
+  if (threadIdx.x < 16) {
+    scale_gate = scales[slot].gate;
+    scale_up = scales[slot].up;
+  }
   const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
   const int supertiles = layout.gate.supertiles(), per = (supertiles + kGateUpWarps - 1) / kGateUpWarps;
   const int st_begin = min(supertiles, warp * per), st_end = min(supertiles, st_begin + per);
@@ -394,14 +372,13 @@ __device__ __forceinline__ void gate_up_strip(const uint8_t* pool, const model::
   __syncthreads();
   phase(0, 4);
   if (threadIdx.x < 16) {
-    const model::SlotScales s = scales[slot];
     float gate = 0.0f, up = 0.0f;
     for (int w = 0; w < kGateUpWarps; ++w) {
       gate += partial[w][0][threadIdx.x];
       up += partial[w][1][threadIdx.x];
     }
-    gate *= s.gate * kScaleFold;
-    up *= s.up * kScaleFold;
+    gate *= scale_gate * kScaleFold;
+    up *= scale_up * kScaleFold;
     const float h = gate / (1.0f + __expf(-gate)) * up;
     const __nv_bfloat16 hb = __float2bfloat16_rn(h);
     act_row[16 * strip + threadIdx.x] = *reinterpret_cast<const uint16_t*>(&hb);
@@ -448,7 +425,7 @@ constexpr size_t kRouterScratchBytes = (kWarp + kMaxTopK + kMaxTopK * kPer) * si
 // top k are among the keys >= tau (at most k * kPer: only those k lanes have any); they are compacted into
 // `scratch` and each is ranked by counting the larger ones. experts >= k, so at least k lanes hold keys.
 template <int kPer>  // experts per lane: experts <= 32 * kPer
-__device__ __forceinline__ void warp_router(const float* logits, int experts, int k, bool renormalize,
+__device__ __noinline__ void warp_router(const float* logits, int experts, int k, bool renormalize,
                                             uint64_t* scratch, int& expert, float& weight) {
   const int lane = threadIdx.x % kWarp;
   uint64_t* const maxima = scratch;              // [32]
@@ -584,24 +561,30 @@ __device__ __forceinline__ void down_strip_speculative(const uint8_t* pool, cons
   };
   const int guess = __ldcg(slots + j);  // racing gate/up's write: old or new, never torn
   const bool issued = guess >= 0 && guess < num_slots;
-  if (issued) issue(guess);
+  float sd = 0.0f;
+  if (issued) {
+    issue(guess);
+    sd = scales[guess].down;  // weights: no earlier kernel writes them
+  }
   pdl_wait();
   phase(1, 1);
+  // The choice, its weight and the act row in one round trip; only a miss waits on the choice.
   const int slot = __ldcg(slots + j);
+  const float route_weight = __ldcg(weights + j);
+  uint32_t xw[kDownChunk][2];
+  load_input_words<kDownChunk>(reinterpret_cast<const uint32_t*>(act_row), 0, supertiles, xw);
   if (!issued || slot != guess) {
     if (issued) {  // the guessed strip must land before its stage is overwritten
       cp_async_wait_all();
       __syncwarp();
     }
     issue(slot);
+    sd = scales[slot].down;
   }
-  uint32_t xw[kDownChunk][2];
-  load_input_words<kDownChunk>(reinterpret_cast<const uint32_t*>(act_row), 0, supertiles, xw);
   float acc[1][2] = {{0.0f, 0.0f}};
   compute_units<1, kDownChunk>(xw, supertiles, stage, acc);
   const float r0 = quad_sum(acc[0][0]), r1 = quad_sum(acc[0][1]);
   if (lane % 4 == 0) {
-    const float route_weight = __ldcg(weights + j), sd = scales[slot].down;
     partial[lane / 4] = r0 * route_weight * sd * kScaleFold;
     partial[lane / 4 + 8] = r1 * route_weight * sd * kScaleFold;
   }
@@ -730,7 +713,7 @@ __global__ void __maxnreg__(56)  // two blocks of k = 10 per SM (576 threads)
     float routed = 0.0f;
     for (int c = 0; c < k; ++c) routed += partial[c][threadIdx.x];
     const float v = routed + shared_out[threadIdx.x];
-    for (int s = 0; s < streams; ++s) stream_row[static_cast<size_t>(s) * d + n] += inject[s] * v;
+    hc_write_value(stream_row, static_cast<size_t>(d), static_cast<size_t>(n), inject, streams, v);
   }
   phase(1, 4);
 }
@@ -910,8 +893,8 @@ void launch_moe_decode_down_hc_write(const uint8_t* pool, int32_t slots, const m
                                      const float* shared_proj, int32_t shared_inter, const float* inject, int32_t streams,
                                      float* stream_row, cudaStream_t stream) {
   if (layout.format != model::SlotFormat::kNvfp4) throw_invalid_launch("moe decode down: NVFP4 slots only");
-  if (k < 1 || k > kMaxTopK || shared_inter % 8 != 0) {
-    throw_invalid_launch("moe decode down: top-k outside [1, 16] or shared intermediate size % 8 != 0");
+  if (k < 1 || k > kMaxTopK || shared_inter % 8 != 0 || streams < 1 || streams > kMaxHcStreams) {
+    throw_invalid_launch("moe decode down: top-k outside [1, 16], shared intermediate size % 8 != 0 or streams outside [1, 8]");
   }
   raise_down_shared_limit_once();
   launch_kernel(moe_decode_down_hc_write_kernel, layout.padded_hidden / kStripRows, (k + kSharedWarps) * kWarp,

@@ -111,9 +111,8 @@ __global__ void to_bf16_kernel(const float* x, size_t quads, uint16_t* out) {
 __device__ __forceinline__ void nvfp4_fragment(uint32_t word, uint32_t scales_row_g, uint32_t scales_row_g8, int q,
                                                uint32_t (&a)[4]) {
   decode_e2m1x8(word, a);
-  const float f0 = e4m3_to_float_scaled((scales_row_g >> (8 * q)) & 0xffu);
-  const float f1 = e4m3_to_float_scaled((scales_row_g8 >> (8 * q)) & 0xffu);
-  const uint32_t s0 = pack_bf16x2(f0, f0), s1 = pack_bf16x2(f1, f1);
+  const float2 f = e4m3x2_to_float2_scaled(__byte_perm(scales_row_g, scales_row_g8, q | ((q + 4) << 4)));
+  const uint32_t s0 = pack_bf16x2(f.x, f.x), s1 = pack_bf16x2(f.y, f.y);
   a[0] = bf16x2_mul(a[0], s0);  // row g
   a[2] = bf16x2_mul(a[2], s0);
   a[1] = bf16x2_mul(a[1], s1);  // row g + 8

@@ -58,16 +58,8 @@ __device__ __forceinline__ uint16_t bf16_bits(float v) {
   return *reinterpret_cast<const uint16_t*>(&b);
 }
 
-// decode_e2m1x8 (eight E2M1 values to four bf16x2 words) comes from fp_codes.cuh.
-
-// One E4M3 byte to a float times 2^-8, exactly (the E4M3 bits placed in an fp16 keep their value up to 2^-8,
-// subnormals included). The result has at most 4 significant bits, so it is exact in bf16 too.
-__device__ __forceinline__ float e4m3_to_float_scaled(uint32_t byte) {
-  const uint32_t half_bits = ((byte << 7) & 0x3F80u) | ((byte << 8) & 0x8000u);
-  return __half2float(__ushort_as_half(static_cast<unsigned short>(half_bits)));
-}
-
-constexpr float kScaleFold = 256.0f;  // undoes the 2^-8 of e4m3_to_float_scaled
+// decode_e2m1x8 (eight E2M1 values to four bf16x2 words), e4m3x2_to_float2_scaled and kScaleFold come from
+// fp_codes.cuh.
 
 // a (bf16x2) times s (bf16x2): exact when the true product is representable (E2M1 x E4M3 always is).
 __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t s) {

@@ -38,7 +38,7 @@ __global__ void shared_expert_hc_write_kernel(const uint16_t* down, const float*
   bf16_row_dots<1>(down + static_cast<size_t>(n) * inter, inter, SwigluX{proj, proj + inter}, acc);
   if (threadIdx.x % kWarp != 0) return;
   const float v = y_experts[n] + sigmoidf(proj[2 * inter]) * acc[0];
-  for (int s = 0; s < streams; ++s) stream_row[static_cast<size_t>(s) * d + n] += inject[s] * v;
+  hc_write_value(stream_row, static_cast<size_t>(d), static_cast<size_t>(n), inject, streams, v);
 }
 
 }  // namespace
@@ -46,7 +46,9 @@ __global__ void shared_expert_hc_write_kernel(const uint16_t* down, const float*
 void launch_shared_expert_hc_write(const uint16_t* down, const float* proj, int32_t inter, int32_t d,
                                    const float* y_experts, const float* inject, int32_t streams, float* stream_row,
                                    cudaStream_t stream) {
-  if (inter % 8 != 0) throw_invalid_launch("shared_expert_hc_write: intermediate size % 8 != 0");
+  if (inter % 8 != 0 || streams < 1 || streams > kMaxHcStreams) {
+    throw_invalid_launch("shared_expert_hc_write: intermediate size % 8 != 0 or streams outside [1, 8]");
+  }
   launch_kernel(shared_expert_hc_write_kernel, gemv_split_blocks(d, 1), kGemvThreads, 0, stream, 1, down, proj, inter, d, y_experts,
                 inject, streams, stream_row);
 }
