@@ -56,7 +56,7 @@ if [ "${TIMELINE_PREFILL:-0}" = 1 ]; then
     IMP_TIMELINE="$out/timeline_prefill.csv" "$imp" bench --dummy bench/configs/qwen3.8-flash-next.json --backend cuda \
     --pp 4096 --tg 1 --context 1 --runs 2 --out "$out/bench_timeline_prefill.json" > /dev/null 2> "$out/timeline_prefill.log"
   echo "prefill timeline rc=$?"; grep -E "pp |kernel_timeline" "$out/timeline_prefill.log"
-  python3 bench/tools/timeline_summary.py "$out/timeline_prefill.csv" --prefill --steps 1 > "$out/timeline_prefill_summary.txt" 2>&1
+  python3 bench/tools/timeline_summary.py "$out/timeline_prefill.csv" --prefill --steps 1 --detail 90 > "$out/timeline_prefill_summary.txt" 2>&1
   head -30 "$out/timeline_prefill_summary.txt"
   rm -f "$out/timeline_prefill.csv"  # large; the summary is what matters
 fi
