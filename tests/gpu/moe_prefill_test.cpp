@@ -215,7 +215,7 @@ TEST(GpuMoePrefill, Nvfp4SlotsMatchCpuAtReleasedShapes) {
 TEST(GpuMoePrefill, Nvfp4SlotsRealisticLoadAtReleasedShapes) {
   check_moe_prefill(model::SlotFormat::kNvfp4, 2560, 640, 512, 128, 1024, 10);
 }
-// 257 tokens: one slot with 257 pairs (three tiles of up to 128), one with 129 (two), three with one pair.
+// 257 tokens: one slot with 257 pairs (five tiles), one with 129 (three), three with one pair.
 TEST(GpuMoePrefill, Nvfp4SlotsSkewedRoutingAtReleasedShapes) {
   check_moe_prefill(model::SlotFormat::kNvfp4, 2560, 640, 512, 40, 257, 10, Routing::kSkewed);
 }

@@ -1,7 +1,6 @@
 #include "cuda/kernels/moe_prefill.h"
 
 #include <algorithm>
-#include <mutex>
 
 #include "cuda/check.h"
 #include "cuda/kernels/prefill_common.cuh"
@@ -11,24 +10,16 @@ namespace {
 
 using namespace prefill;
 
-// Tiles of up to 128 (token, choice) pairs of one slot: at the released model's 4096-token chunk an expert gets
-// ~80 pairs, so most experts are one tile and every weight is decoded once per chunk. A block covers 4 strips of
-// 16 weight rows; warp w takes strip w % 4 and the pairs of half w / 4 (64 each). The weight fragments of a
-// supertile are decoded once per block into shared memory (each warp decodes its share), and both halves read
-// them there: half the decode work per MMA of warps that each decode what they use.
-constexpr int kTileTokens = 128;
-constexpr int kHalfTokens = 64;  // pairs per warp: 8 mma n-tiles
-constexpr int kStrips = 4;       // 16-row weight strips per block
-constexpr int kWarps = 8;        // kStrips x 2 halves
+constexpr int kTileTokens = 64;  // (token, choice) pairs per tile: 8 mma n-tiles
+constexpr int kWarps = 8;        // one 16-row strip of weights per warp
 constexpr int kThreads = kWarps * 32;
 constexpr int kStages = 4;       // cp.async stages of 64-input activation chunks
 constexpr int kXStride = 72;     // bf16 per activation row in shared memory (144 bytes: conflict-free ldmatrix)
 constexpr int kStageElems = kTileTokens * kXStride;
-constexpr int kXBytes = kStages * kStageElems * 2;                      // 72 KB
-constexpr int kFragBytes = 2 * 2 * kStrips * 4 * 32 * 16;               // [buffer][matrix][strip][q][lane] uint4: 32 KB
-constexpr int kSmemBytes = kXBytes + kFragBytes;                         // dynamic, opted in once
-static_assert(kWarps * kHalfTokens * 20 * 4 <= kXBytes, "down epilogue fits the activation stages");
-static_assert(kWarps * kHalfTokens * 24 * 2 <= kXBytes, "gate/up epilogue fits the activation stages");
+constexpr int kSmemBytes = 40960;  // max(pipeline 36 KB, epilogue scratch 8 x 5 KB)
+static_assert(kStages * kStageElems * 2 <= kSmemBytes, "pipeline fits");
+static_assert(kWarps * kTileTokens * 20 * 4 <= kSmemBytes, "down epilogue fits");
+static_assert(kWarps * kTileTokens * 24 * 2 <= kSmemBytes, "gate/up epilogue fits");
 
 struct Plan {
   size_t counts = 0, cursor = 0, tiles = 0, num_tiles = 0, sorted = 0, pos_of = 0, x16 = 0, act = 0, partial = 0;
@@ -141,82 +132,56 @@ __device__ __forceinline__ void bf16_fragment(const uint16_t* w, int rows, int c
   a[3] = at(r1, kk + 8);
 }
 
-// The A fragments of one supertile in shared memory: [buffer][matrix][strip][q][lane], 16 bytes per lane (the
-// four registers of an mma A fragment), so a warp writes and reads them conflict-free.
-__device__ __forceinline__ uint4* frag_slot(uint8_t* smem, int buffer, int matrix, int strip, int q) {
-  return reinterpret_cast<uint4*>(smem + kXBytes) + (((buffer * 2 + matrix) * kStrips + strip) * 4 + q) * 32;
-}
-
-// The cp.async of one 64-input chunk of the tile's activation rows into a stage: row r from `row_at(r)` (null:
-// zero-filled), inputs [64 st, 64 st + 64) of `cols`.
-template <class RowAt>
-__device__ __forceinline__ void load_rows_chunk(uint16_t* stage, int st, int cols, const uint16_t* any, RowAt row_at) {
-#pragma unroll
-  for (int i = 0; i < kTileTokens * 8 / kThreads; ++i) {
-    const int id = threadIdx.x + i * kThreads, r = id >> 3, cc = (id & 7) * 8;
-    const uint16_t* row = row_at(r);
-    const int gk = st * 64 + cc;
-    const bool ok = row != nullptr && gk < cols;
-    cp_async16(stage + r * kXStride + cc, ok ? row + gk : any, ok);
-  }
-}
-
-// This warp's MMAs of one 16-input step q against its half's activation rows (n-tile pairs with a real pair only).
-__device__ __forceinline__ void mma_half(const uint16_t* xst, int half, int count, int q, const uint32_t (&a)[4],
-                                         float (&acc)[8][4]) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int nj = 0; nj < 4; ++nj) {
-    const int row0 = half * kHalfTokens + nj * 16;
-    if (row0 < count) {  // warp-uniform
-      uint32_t r[4];
-      ldmatrix_x4(r, xst + (row0 + (lane & 7) + ((lane >> 4) << 3)) * kXStride + q * 16 + ((lane >> 3) & 1) * 8);
-      mma_16816(acc[2 * nj], a, r[0], r[1]);
-      mma_16816(acc[2 * nj + 1], a, r[2], r[3]);
-    }
-  }
-}
-
-// Block: one tile (<= 128 pairs of one slot) x 4 strips of 16 intermediate rows, gate and up, then SwiGLU; act
-// [pairs in bucket order, padded_intermediate] bf16. Per supertile, warp (strip, half) decodes matrix `half` (0
-// gate, 1 up) of its strip into shared memory; after the barrier both halves use both.
+// Block: one tile (<= 64 pairs of one slot) x 8 strips of 16 intermediate rows, gate and up together, then
+// SwiGLU; act [pairs in bucket order, padded_intermediate] bf16.
 template <bool kNvfp4>
 __global__ void __launch_bounds__(kThreads)
     moe_gate_up_kernel(const uint8_t* __restrict__ pool, const model::SlotScales* __restrict__ scales,
                        model::ExpertSlotLayout layout, const uint16_t* __restrict__ x16, const int32_t* __restrict__ sorted,
                        const int4* __restrict__ tiles, const int32_t* __restrict__ num_tiles, int k,
                        uint16_t* __restrict__ act) {
-  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ __align__(16) uint8_t smem[kSmemBytes];
   __shared__ int tok[kTileTokens];
   if (static_cast<int>(blockIdx.x) >= *num_tiles) return;  // block-uniform, before any barrier
   const int4 tile = tiles[blockIdx.x];
   const int slot = tile.x, start = tile.y, count = tile.z;
   const int H = layout.hidden, I = layout.intermediate, Ipad = layout.padded_intermediate;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
-  const int local = warp % kStrips, half = warp / kStrips;
   if (tid < kTileTokens) tok[tid] = tid < count ? sorted[start + tid] / k : -1;
   __syncthreads();
 
   uint16_t* xs = reinterpret_cast<uint16_t*>(smem);
   const int chunks = kNvfp4 ? layout.gate.supertiles() : (H + 63) / 64;
   const int strips = kNvfp4 ? layout.gate.rows / 16 : (I + 15) / 16;
-  const int strip = blockIdx.y * kStrips + local;
-  const bool active = strip < strips;  // the same for both halves of a strip
+  const int strip = blockIdx.y * kWarps + warp;
+  const bool active = strip < strips;
   const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
+
   auto load_chunk = [&](int st, int stage) {
-    load_rows_chunk(xs + stage * kStageElems, st, H, x16,
-                    [&](int r) { return tok[r] >= 0 ? x16 + static_cast<size_t>(tok[r]) * H : nullptr; });
+    uint16_t* dst = xs + stage * kStageElems;
+#pragma unroll
+    for (int i = 0; i < kTileTokens * 8 / kThreads; ++i) {
+      const int id = tid + i * kThreads, r = id >> 3, cc = (id & 7) * 8;
+      const int t = tok[r], gk = st * 64 + cc;
+      const bool ok = t >= 0 && gk < H;
+      cp_async16(dst + r * kXStride + cc, ok ? x16 + static_cast<size_t>(t) * H + gk : x16, ok);
+    }
   };
 
-  // NVFP4: the codes and scales of this warp's matrix, one supertile ahead.
-  const uint8_t* m_codes = base + (half == 0 ? layout.gate.codes : layout.up.codes) + static_cast<size_t>(strip) * chunks * 512 + lane * 16;
-  const uint8_t* m_scales = base + (half == 0 ? layout.gate.scales : layout.up.scales) + static_cast<size_t>(strip) * chunks * 64;
-  uint4 rw = make_uint4(0, 0, 0, 0);
-  uint32_t s0 = 0, s1 = 0;
+  // NVFP4: the next supertile's codes and scales are fetched one step ahead.
+  const uint8_t* g_codes = base + layout.gate.codes + static_cast<size_t>(strip) * chunks * 512 + lane * 16;
+  const uint8_t* g_scales = base + layout.gate.scales + static_cast<size_t>(strip) * chunks * 64;
+  const uint8_t* u_codes = base + layout.up.codes + static_cast<size_t>(strip) * chunks * 512 + lane * 16;
+  const uint8_t* u_scales = base + layout.up.scales + static_cast<size_t>(strip) * chunks * 64;
+  uint4 rg = make_uint4(0, 0, 0, 0), ru = rg;
+  uint32_t sg0 = 0, sg1 = 0, su0 = 0, su1 = 0;
   auto fetch = [&](int st) {
-    rw = __ldg(reinterpret_cast<const uint4*>(m_codes + static_cast<size_t>(st) * 512));
-    s0 = __ldg(reinterpret_cast<const uint32_t*>(m_scales + static_cast<size_t>(st) * 64) + g);
-    s1 = __ldg(reinterpret_cast<const uint32_t*>(m_scales + static_cast<size_t>(st) * 64) + g + 8);
+    rg = __ldg(reinterpret_cast<const uint4*>(g_codes + static_cast<size_t>(st) * 512));
+    ru = __ldg(reinterpret_cast<const uint4*>(u_codes + static_cast<size_t>(st) * 512));
+    sg0 = __ldg(reinterpret_cast<const uint32_t*>(g_scales + static_cast<size_t>(st) * 64) + g);
+    sg1 = __ldg(reinterpret_cast<const uint32_t*>(g_scales + static_cast<size_t>(st) * 64) + g + 8);
+    su0 = __ldg(reinterpret_cast<const uint32_t*>(u_scales + static_cast<size_t>(st) * 64) + g);
+    su1 = __ldg(reinterpret_cast<const uint32_t*>(u_scales + static_cast<size_t>(st) * 64) + g + 8);
   };
 
   float accg[8][4], accu[8][4];
@@ -226,45 +191,47 @@ __global__ void __launch_bounds__(kThreads)
     for (int e = 0; e < 4; ++e) accg[i][e] = accu[i][e] = 0.0f;
 
 #pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (st < chunks) load_chunk(st, st);
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < chunks) load_chunk(s, s);
     cp_async_commit();
   }
   if constexpr (kNvfp4) {
     if (active) fetch(0);
   }
   for (int st = 0; st < chunks; ++st) {
-    if (active) {  // decode this warp's matrix of supertile st (its buffer was last read two steps ago)
-      const uint32_t w[4] = {rw.x, rw.y, rw.z, rw.w};
-      const uint32_t cs0 = s0, cs1 = s1;
-      if constexpr (kNvfp4) {
-        if (st + 1 < chunks) fetch(st + 1);
-      }
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        uint32_t a[4];
-        if constexpr (kNvfp4) {
-          nvfp4_fragment(w[q], cs0, cs1, q, a);
-        } else {
-          bf16_fragment(reinterpret_cast<const uint16_t*>(base + (half == 0 ? layout.gate.codes : layout.up.codes)), I, H,
-                        strip * 16, st * 64 + q * 16, a);
-        }
-        frag_slot(smem, st & 1, half, local, q)[lane] = make_uint4(a[0], a[1], a[2], a[3]);
-      }
-    }
     cp_async_wait<kStages - 2>();
-    __syncthreads();  // stage st landed, the fragments of st written, every warp done with step st - 1
+    __syncthreads();
     const int next = st + kStages - 1;
     if (next < chunks) load_chunk(next, next % kStages);
     cp_async_commit();
     if (!active) continue;
+    const uint32_t cg[4] = {rg.x, rg.y, rg.z, rg.w}, cu[4] = {ru.x, ru.y, ru.z, ru.w};
+    const uint32_t csg0 = sg0, csg1 = sg1, csu0 = su0, csu1 = su1;
+    if constexpr (kNvfp4) {
+      if (st + 1 < chunks) fetch(st + 1);
+    }
     const uint16_t* xst = xs + (st % kStages) * kStageElems;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const uint4 gq = frag_slot(smem, st & 1, 0, local, q)[lane], uq = frag_slot(smem, st & 1, 1, local, q)[lane];
-      const uint32_t ag[4] = {gq.x, gq.y, gq.z, gq.w}, au[4] = {uq.x, uq.y, uq.z, uq.w};
-      mma_half(xst, half, count, q, ag, accg);
-      mma_half(xst, half, count, q, au, accu);
+      uint32_t ag[4], au[4];
+      if constexpr (kNvfp4) {
+        nvfp4_fragment(cg[q], csg0, csg1, q, ag);
+        nvfp4_fragment(cu[q], csu0, csu1, q, au);
+      } else {
+        bf16_fragment(reinterpret_cast<const uint16_t*>(base + layout.gate.codes), I, H, strip * 16, st * 64 + q * 16, ag);
+        bf16_fragment(reinterpret_cast<const uint16_t*>(base + layout.up.codes), I, H, strip * 16, st * 64 + q * 16, au);
+      }
+#pragma unroll
+      for (int nj = 0; nj < 4; ++nj) {
+        if (nj * 16 < count) {  // block-uniform
+          uint32_t r[4];
+          ldmatrix_x4(r, xst + (nj * 16 + (lane & 7) + ((lane >> 4) << 3)) * kXStride + q * 16 + ((lane >> 3) & 1) * 8);
+          mma_16816(accg[2 * nj], ag, r[0], r[1]);
+          mma_16816(accu[2 * nj], au, r[0], r[1]);
+          mma_16816(accg[2 * nj + 1], ag, r[2], r[3]);
+          mma_16816(accu[2 * nj + 1], au, r[2], r[3]);
+        }
+      }
     }
   }
   cp_async_wait<0>();
@@ -272,10 +239,10 @@ __global__ void __launch_bounds__(kThreads)
   if (!active) return;
 
   // SwiGLU into a per-warp [64 pairs][16 rows] bf16 scratch (row stride 24), then 16-byte stores.
-  uint16_t* scr = reinterpret_cast<uint16_t*>(smem) + warp * (kHalfTokens * 24);
-  const model::SlotScales sc = scales[slot];
+  uint16_t* scr = reinterpret_cast<uint16_t*>(smem) + warp * (kTileTokens * 24);
+  const model::SlotScales s = scales[slot];
   const float fold = kNvfp4 ? kScaleFold : 1.0f;
-  const float fg = sc.gate * fold, fu = sc.up * fold;
+  const float fg = s.gate * fold, fu = s.up * fold;
 #pragma unroll
   for (int ni = 0; ni < 8; ++ni) {
 #pragma unroll
@@ -289,32 +256,29 @@ __global__ void __launch_bounds__(kThreads)
   const int cols = kNvfp4 ? Ipad : I;
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const int id = lane + 32 * i, pair = id >> 1, col = strip * 16 + (id & 1) * 8;
-    const int tile_pair = half * kHalfTokens + pair;
-    if (tile_pair < count && col < cols) {
-      *reinterpret_cast<uint4*>(act + static_cast<size_t>(start + tile_pair) * Ipad + col) =
-          *reinterpret_cast<const uint4*>(scr + pair * 24 + (id & 1) * 8);
+    const int id = lane + 32 * i, pair = id >> 1, half = id & 1, col = strip * 16 + half * 8;
+    if (pair < count && col < cols) {
+      *reinterpret_cast<uint4*>(act + static_cast<size_t>(start + pair) * Ipad + col) =
+          *reinterpret_cast<const uint4*>(scr + pair * 24 + half * 8);
     }
   }
 }
 
-// Block: one tile x 4 strips of 16 output rows of down; writes the weighted fp32 partial of each pair,
-// partial [pairs in bucket order, hidden]. Per supertile, warp (strip, half) decodes steps q = 2 half, 2 half + 1
-// of its strip into shared memory; after the barrier both halves use all four.
+// Block: one tile x 8 strips of 16 output rows of down; writes the weighted fp32 partial of each pair,
+// partial [pairs in bucket order, hidden].
 template <bool kNvfp4>
 __global__ void __launch_bounds__(kThreads)
     moe_down_kernel(const uint8_t* __restrict__ pool, const model::SlotScales* __restrict__ scales,
                     model::ExpertSlotLayout layout, const uint16_t* __restrict__ act, const int32_t* __restrict__ sorted,
                     const float* __restrict__ weights, const int4* __restrict__ tiles,
                     const int32_t* __restrict__ num_tiles, float* __restrict__ partial) {
-  extern __shared__ __align__(16) uint8_t smem[];
+  __shared__ __align__(16) uint8_t smem[kSmemBytes];
   __shared__ float route_w[kTileTokens];
   if (static_cast<int>(blockIdx.x) >= *num_tiles) return;
   const int4 tile = tiles[blockIdx.x];
   const int slot = tile.x, start = tile.y, count = tile.z;
   const int H = layout.hidden, I = layout.intermediate, Ipad = layout.padded_intermediate;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
-  const int local = warp % kStrips, half = warp / kStrips;
   if (tid < kTileTokens) route_w[tid] = tid < count ? weights[sorted[start + tid]] : 0.0f;
   // (route_w is read only after the main loop's barriers.)
 
@@ -322,22 +286,29 @@ __global__ void __launch_bounds__(kThreads)
   const int k_real = kNvfp4 ? Ipad : I;
   const int chunks = kNvfp4 ? layout.down.supertiles() : (I + 63) / 64;
   const int strips = kNvfp4 ? layout.down.rows / 16 : (H + 15) / 16;
-  const int strip = blockIdx.y * kStrips + local;
+  const int strip = blockIdx.y * kWarps + warp;
   const bool active = strip < strips;
   const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
+
   auto load_chunk = [&](int st, int stage) {
-    load_rows_chunk(xs + stage * kStageElems, st, k_real, act,
-                    [&](int r) { return r < count ? act + static_cast<size_t>(start + r) * Ipad : nullptr; });
+    uint16_t* dst = xs + stage * kStageElems;
+#pragma unroll
+    for (int i = 0; i < kTileTokens * 8 / kThreads; ++i) {
+      const int id = tid + i * kThreads, r = id >> 3, cc = (id & 7) * 8;
+      const int gk = st * 64 + cc;
+      const bool ok = r < count && gk < k_real;
+      cp_async16(dst + r * kXStride + cc, ok ? act + static_cast<size_t>(start + r) * Ipad + gk : act, ok);
+    }
   };
 
   const uint8_t* d_codes = base + layout.down.codes + static_cast<size_t>(strip) * chunks * 512 + lane * 16;
   const uint8_t* d_scales = base + layout.down.scales + static_cast<size_t>(strip) * chunks * 64;
-  uint2 rw = make_uint2(0, 0);  // this half's two code words of the lane's 16 bytes
-  uint32_t s0 = 0, s1 = 0;
+  uint4 rd = make_uint4(0, 0, 0, 0);
+  uint32_t sd0 = 0, sd1 = 0;
   auto fetch = [&](int st) {
-    rw = __ldg(reinterpret_cast<const uint2*>(d_codes + static_cast<size_t>(st) * 512) + half);
-    s0 = __ldg(reinterpret_cast<const uint32_t*>(d_scales + static_cast<size_t>(st) * 64) + g);
-    s1 = __ldg(reinterpret_cast<const uint32_t*>(d_scales + static_cast<size_t>(st) * 64) + g + 8);
+    rd = __ldg(reinterpret_cast<const uint4*>(d_codes + static_cast<size_t>(st) * 512));
+    sd0 = __ldg(reinterpret_cast<const uint32_t*>(d_scales + static_cast<size_t>(st) * 64) + g);
+    sd1 = __ldg(reinterpret_cast<const uint32_t*>(d_scales + static_cast<size_t>(st) * 64) + g + 8);
   };
 
   float acc[8][4];
@@ -347,67 +318,65 @@ __global__ void __launch_bounds__(kThreads)
     for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
 
 #pragma unroll
-  for (int st = 0; st < kStages - 1; ++st) {
-    if (st < chunks) load_chunk(st, st);
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < chunks) load_chunk(s, s);
     cp_async_commit();
   }
   if constexpr (kNvfp4) {
     if (active) fetch(0);
   }
   for (int st = 0; st < chunks; ++st) {
-    if (active) {
-      const uint32_t w[2] = {rw.x, rw.y};
-      const uint32_t cs0 = s0, cs1 = s1;
-      if constexpr (kNvfp4) {
-        if (st + 1 < chunks) fetch(st + 1);
-      }
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int q = 2 * half + h;
-        uint32_t a[4];
-        if constexpr (kNvfp4) {
-          nvfp4_fragment(w[h], cs0, cs1, q, a);
-        } else {
-          bf16_fragment(reinterpret_cast<const uint16_t*>(base + layout.down.codes), H, I, strip * 16, st * 64 + q * 16, a);
-        }
-        frag_slot(smem, st & 1, 0, local, q)[lane] = make_uint4(a[0], a[1], a[2], a[3]);
-      }
-    }
     cp_async_wait<kStages - 2>();
     __syncthreads();
     const int next = st + kStages - 1;
     if (next < chunks) load_chunk(next, next % kStages);
     cp_async_commit();
     if (!active) continue;
+    const uint32_t cd[4] = {rd.x, rd.y, rd.z, rd.w};
+    const uint32_t csd0 = sd0, csd1 = sd1;
+    if constexpr (kNvfp4) {
+      if (st + 1 < chunks) fetch(st + 1);
+    }
     const uint16_t* xst = xs + (st % kStages) * kStageElems;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const uint4 f = frag_slot(smem, st & 1, 0, local, q)[lane];
-      const uint32_t a[4] = {f.x, f.y, f.z, f.w};
-      mma_half(xst, half, count, q, a, acc);
+      uint32_t a[4];
+      if constexpr (kNvfp4) {
+        nvfp4_fragment(cd[q], csd0, csd1, q, a);
+      } else {
+        bf16_fragment(reinterpret_cast<const uint16_t*>(base + layout.down.codes), H, I, strip * 16, st * 64 + q * 16, a);
+      }
+#pragma unroll
+      for (int nj = 0; nj < 4; ++nj) {
+        if (nj * 16 < count) {
+          uint32_t r[4];
+          ldmatrix_x4(r, xst + (nj * 16 + (lane & 7) + ((lane >> 4) << 3)) * kXStride + q * 16 + ((lane >> 3) & 1) * 8);
+          mma_16816(acc[2 * nj], a, r[0], r[1]);
+          mma_16816(acc[2 * nj + 1], a, r[2], r[3]);
+        }
+      }
     }
   }
   cp_async_wait<0>();
   __syncthreads();
   if (!active) return;
 
-  float* scr = reinterpret_cast<float*>(smem) + warp * (kHalfTokens * 20);
+  float* scr = reinterpret_cast<float*>(smem) + warp * (kTileTokens * 20);
   const float fd = scales[slot].down * (kNvfp4 ? kScaleFold : 1.0f);
 #pragma unroll
   for (int ni = 0; ni < 8; ++ni) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int pair = ni * 8 + 2 * c + (e & 1), row = g + 8 * (e >> 1);
-      scr[pair * 20 + row] = acc[ni][e] * fd * route_w[half * kHalfTokens + pair];
+      scr[pair * 20 + row] = acc[ni][e] * fd * route_w[pair];
     }
   }
   __syncwarp();
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const int id = lane + 32 * i, pair = id >> 2, q4 = id & 3, row = strip * 16 + q4 * 4;
-    const int tile_pair = half * kHalfTokens + pair;
-    if (tile_pair < count && row < H) {
-      *reinterpret_cast<float4*>(partial + static_cast<size_t>(start + tile_pair) * H + row) =
+    if (pair < count && row < H) {
+      *reinterpret_cast<float4*>(partial + static_cast<size_t>(start + pair) * H + row) =
           *reinterpret_cast<const float4*>(scr + pair * 20 + q4 * 4);
     }
   }
@@ -427,17 +396,6 @@ __global__ void combine_kernel(const float* __restrict__ partial, const int32_t*
     sum.w += v.w;
   }
   *reinterpret_cast<float4*>(y + static_cast<size_t>(t) * H + n) = sum;
-}
-
-// The GEMM kernels' shared memory is above the default 48 KB: opted in once per process.
-void raise_shared_limits_once() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    IMP_CUDA_CHECK(cudaFuncSetAttribute(moe_gate_up_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    IMP_CUDA_CHECK(cudaFuncSetAttribute(moe_gate_up_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    IMP_CUDA_CHECK(cudaFuncSetAttribute(moe_down_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    IMP_CUDA_CHECK(cudaFuncSetAttribute(moe_down_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-  });
 }
 
 }  // namespace
@@ -488,17 +446,16 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
   const bool nvfp4 = layout.format == model::SlotFormat::kNvfp4;
   const int gu_strips = nvfp4 ? layout.gate.rows / 16 : (layout.intermediate + 15) / 16;
   const int down_strips = nvfp4 ? layout.down.rows / 16 : (layout.hidden + 15) / 16;
-  const dim3 gu_grid(static_cast<unsigned>(plan.max_tiles), (gu_strips + kStrips - 1) / kStrips);
-  const dim3 down_grid(static_cast<unsigned>(plan.max_tiles), (down_strips + kStrips - 1) / kStrips);
-  raise_shared_limits_once();
+  const dim3 gu_grid(static_cast<unsigned>(plan.max_tiles), (gu_strips + kWarps - 1) / kWarps);
+  const dim3 down_grid(static_cast<unsigned>(plan.max_tiles), (down_strips + kWarps - 1) / kWarps);
   if (nvfp4) {
-    moe_gate_up_kernel<true><<<gu_grid, kThreads, kSmemBytes, stream>>>(pool, scales, layout, x16, sorted, tiles, num_tiles, k, act);
+    moe_gate_up_kernel<true><<<gu_grid, kThreads, 0, stream>>>(pool, scales, layout, x16, sorted, tiles, num_tiles, k, act);
     IMP_CUDA_CHECK_LAUNCH();
-    moe_down_kernel<true><<<down_grid, kThreads, kSmemBytes, stream>>>(pool, scales, layout, act, sorted, weights, tiles, num_tiles, partial);
+    moe_down_kernel<true><<<down_grid, kThreads, 0, stream>>>(pool, scales, layout, act, sorted, weights, tiles, num_tiles, partial);
   } else {
-    moe_gate_up_kernel<false><<<gu_grid, kThreads, kSmemBytes, stream>>>(pool, scales, layout, x16, sorted, tiles, num_tiles, k, act);
+    moe_gate_up_kernel<false><<<gu_grid, kThreads, 0, stream>>>(pool, scales, layout, x16, sorted, tiles, num_tiles, k, act);
     IMP_CUDA_CHECK_LAUNCH();
-    moe_down_kernel<false><<<down_grid, kThreads, kSmemBytes, stream>>>(pool, scales, layout, act, sorted, weights, tiles, num_tiles, partial);
+    moe_down_kernel<false><<<down_grid, kThreads, 0, stream>>>(pool, scales, layout, act, sorted, weights, tiles, num_tiles, partial);
   }
   IMP_CUDA_CHECK_LAUNCH();
   combine_kernel<<<dim3((layout.hidden / 4 + 127) / 128, tokens), 128, 0, stream>>>(partial, pos_of, k, layout.hidden, y);

@@ -11,7 +11,7 @@
 //   The k choices of a token are summed in choice order from fp32 per-choice partials: deterministic (the
 //   bucketing uses atomics, but a token's result never depends on which tile it lands in).
 //   Steps, all on `stream`, no host synchronisation, no allocation: count (token, choice) pairs per slot,
-//   plan tiles of <= 128 pairs per slot, scatter, x -> bf16, gate/up (+SwiGLU), down, combine.
+//   plan tiles of <= 64 pairs per slot, scatter, x -> bf16, gate/up (+SwiGLU), down, combine.
 //   workspace: moe_prefill_workspace_bytes(...) bytes, 256-byte aligned; about tokens*k*(hidden*4 +
 //   padded_intermediate*2) + tokens*hidden*2 bytes (the fp32 per-choice partials dominate: 420 MB at
 //   4096 tokens, k 10, hidden 2560). tokens <= 65535.
