@@ -37,13 +37,12 @@ cublasHandle_t blas_handle(cudaStream_t stream) {
 }
 
 void gemm_bf16_rows(const uint16_t* x, const uint16_t* weight, int32_t rows, int32_t n_out, int32_t k, float* y,
-                    int32_t ldy, bool accumulate, cudaStream_t stream) {
+                    bool accumulate, cudaStream_t stream) {
   if (rows == 0 || n_out == 0) return;
-  if (ldy < n_out) fail("gemm_bf16_rows: output row stride {} below the output width {}", ldy, n_out);
   // Column-major view: y^T [n_out, rows] = W [k, n_out]^T . x^T [k, rows].
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
   check_blas(cublasGemmEx(blas_handle(stream), CUBLAS_OP_T, CUBLAS_OP_N, n_out, rows, k, &alpha, weight, CUDA_R_16BF, k,
-                          x, CUDA_R_16BF, k, &beta, y, CUDA_R_32F, ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                          x, CUDA_R_16BF, k, &beta, y, CUDA_R_32F, n_out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
              "cublasGemmEx (bf16 prefill GEMM)");
 }
 

@@ -40,11 +40,10 @@ bool flash_attention_fits(int64_t head_dim) {
 SplitActivations split(const float* x, int32_t tokens, int64_t k, PrefillWorkspace& ws, cudaStream_t stream) {
   return launch_split_bf16(x, tokens, static_cast<int32_t>(k), ws.gemm_scratch.data(), stream);
 }
-// y = x . W^T for rows [first_row, first_row + rows) of a stacked weight; y's rows are ldy apart (0: rows).
+// y = x . W^T for rows [first_row, first_row + rows) of a stacked weight.
 void gemm_rows(const DenseWeight& w, int64_t first_row, int64_t rows, const SplitActivations& x, float* y,
-               cudaStream_t stream, int64_t ldy = 0) {
-  launch_gemm_bf16_split(x, w.data + first_row * w.cols, static_cast<int32_t>(rows), y,
-                         static_cast<int32_t>(ldy > 0 ? ldy : rows), stream);
+               cudaStream_t stream) {
+  launch_gemm_bf16_split(x, w.data + first_row * w.cols, static_cast<int32_t>(rows), y, stream);
 }
 void gemm(const DenseWeight& w, const SplitActivations& x, float* y, cudaStream_t stream) {
   gemm_rows(w, 0, w.rows, x, y, stream);
@@ -187,22 +186,14 @@ int32_t qsa_mask_words(const model::ModelConfig& c, int64_t max_context) {
   return c.has_qsa ? static_cast<int32_t>(max_context / c.indexer_compress_ratio / 32 + 1) : 0;
 }
 
-// The row stride of the MoE input GEMM's output [T, experts | 2 I_s + 1].
-int32_t moe_in_stride(const model::ModelConfig& c) {
-  return static_cast<int32_t>((c.num_experts + 2 * c.shared_expert_intermediate_size + 1 + 7) / 8 * 8);
-}
-
 void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeDevice& m, PrefillWorkspace& ws,
                int32_t T, cudaStream_t stream) {
   const int32_t experts = static_cast<int32_t>(c.num_experts), k = static_cast<int32_t>(c.num_experts_per_tok);
   const int32_t is = static_cast<int32_t>(c.shared_expert_intermediate_size), d = static_cast<int32_t>(c.hidden_size);
-  // Router, shared gate and up, shared gate logit: one GEMM into rows of moe_in_stride (a multiple of 8: an odd
-  // output stride such as 2 I_s + 1 sends cuBLAS to a slow kernel).
-  const int32_t ld = moe_in_stride(c);
-  float* logits = ws.moe_in.data();
-  float* shared = logits + experts;
-  gemm_rows(m.in_proj, 0, experts + 2 * is + 1, split(ws.x.data(), T, d, ws, stream), logits, stream, ld);
-  launch_router_topk(logits, T, experts, k, c.norm_topk_prob, ws.top_experts.data(), ws.top_weights.data(), stream, ld);
+  const SplitActivations x = split(ws.x.data(), T, d, ws, stream);  // also for the shared expert below
+  gemm_rows(m.in_proj, 0, experts, x, ws.logits_router.data(), stream);
+  launch_router_topk(ws.logits_router.data(), T, experts, k, c.norm_topk_prob, ws.top_experts.data(), ws.top_weights.data(),
+                     stream);
   // Everything resident: slot = expert id. NVFP4 slots: the grouped W4A16 GEMM (bf16 activations, as the
   // decode kernel). BF16 slots (checkpoints without NVFP4, the fixtures): the row kernels, fp32 activations.
   if (model.slot_layout().format == model::SlotFormat::kNvfp4) {
@@ -214,9 +205,10 @@ void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeD
     launch_expert_down(m.pool.data(), m.scales.data(), model.slot_layout(), ws.expert_act.data(), ws.top_experts.data(),
                        ws.top_weights.data(), T, k, ws.y.data(), stream);
   }
-  launch_swiglu(shared, shared + is, ld, T, is, ws.shared_act.data(), stream);
+  gemm_rows(m.in_proj, experts, 2 * is + 1, x, ws.shared.data(), stream);
+  launch_swiglu(ws.shared.data(), ws.shared.data() + is, 2 * is + 1, T, is, ws.shared_act.data(), stream);
   gemm(m.shared_down, split(ws.shared_act.data(), T, is, ws, stream), ws.shared_out.data(), stream);
-  launch_add_sigmoid_gated(ws.shared_out.data(), shared + 2 * is, ld, T, d, ws.y.data(), stream);
+  launch_add_sigmoid_gated(ws.shared_out.data(), ws.shared.data() + 2 * is, 2 * is + 1, T, d, ws.y.data(), stream);
 }
 
 // The widest input of any prefill GEMM (the split GEMM's scratch).
@@ -267,7 +259,8 @@ PrefillWorkspace::PrefillWorkspace(const DeviceModel& model, int32_t max_tokens_
     block_mask = DeviceBuffer<uint32_t>(T * sz(mask_words));
   }
   const size_t kk = sz(c.num_experts_per_tok);
-  moe_in = DeviceBuffer<float>(T * sz(moe_in_stride(c)));
+  logits_router = DeviceBuffer<float>(T * sz(c.num_experts));
+  shared = DeviceBuffer<float>(T * sz(2 * c.shared_expert_intermediate_size + 1));
   top_experts = DeviceBuffer<int32_t>(T * kk);
   top_weights = DeviceBuffer<float>(T * kk);
   shared_act = DeviceBuffer<float>(T * sz(c.shared_expert_intermediate_size));
@@ -297,7 +290,7 @@ uint64_t PrefillWorkspace::bytes_for(const DeviceModel& model, int32_t tokens, i
   const uint64_t per_token_floats =
       3 * c.stream_width() + c.hc_lowrank + c.hc_count + 2 * c.hidden_size + 2 * c.gdn_conv_dim() + 2 * c.gdn_value_dim() +
       2 * c.linear_num_value_heads + c.num_attention_heads * c.head_dim * 3 + 2 * c.num_key_value_heads * c.head_dim +
-      (c.indexer_n_heads + 1) * c.indexer_head_dim + moe_in_stride(c) + c.shared_expert_intermediate_size + 1 +
+      (c.indexer_n_heads + 1) * c.indexer_head_dim + c.num_experts + 3 * c.shared_expert_intermediate_size + 2 +
       2 * c.num_experts_per_tok + c.hidden_size + (c.ple_layer_ids.empty() ? 0 : c.ple_embed_dim + 4 * c.stream_width() + c.hidden_size);
   const uint64_t moe_bytes = moe_prefill_workspace_bytes(model.slot_layout(), tokens, static_cast<int32_t>(c.num_experts_per_tok),
                                                          static_cast<int32_t>(c.num_experts));

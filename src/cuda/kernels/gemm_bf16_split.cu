@@ -50,15 +50,15 @@ SplitActivations launch_split_bf16(const float* x, int32_t rows, int32_t k, floa
   return {reinterpret_cast<const uint16_t*>(hi), reinterpret_cast<const uint16_t*>(lo), rows, k};
 }
 
-void launch_gemm_bf16_split(const SplitActivations& x, const uint16_t* weight, int32_t n_out, float* y, int32_t ldy,
+void launch_gemm_bf16_split(const SplitActivations& x, const uint16_t* weight, int32_t n_out, float* y,
                             cudaStream_t stream) {
-  gemm_bf16_rows(x.hi, weight, x.rows, n_out, x.k, y, ldy, false, stream);
-  gemm_bf16_rows(x.lo, weight, x.rows, n_out, x.k, y, ldy, true, stream);
+  gemm_bf16_rows(x.hi, weight, x.rows, n_out, x.k, y, false, stream);
+  gemm_bf16_rows(x.lo, weight, x.rows, n_out, x.k, y, true, stream);
 }
 
 void launch_gemm_bf16_split(const float* x, const uint16_t* weight, int32_t rows, int32_t n_out, int32_t k, float* y,
                             float* scratch, cudaStream_t stream) {
-  launch_gemm_bf16_split(launch_split_bf16(x, rows, k, scratch, stream), weight, n_out, y, n_out, stream);
+  launch_gemm_bf16_split(launch_split_bf16(x, rows, k, scratch, stream), weight, n_out, y, stream);
 }
 
 }  // namespace imp::cuda

@@ -21,9 +21,8 @@ struct SplitActivations {
 };
 SplitActivations launch_split_bf16(const float* x, int32_t rows, int32_t k, float* scratch, cudaStream_t stream);
 
-// y [rows, n_out] = x . W^T (W bf16 bits [n_out, k] row-major, y fp32 row-major with row stride ldy >= n_out),
-// from the split terms.
-void launch_gemm_bf16_split(const SplitActivations& x, const uint16_t* weight, int32_t n_out, float* y, int32_t ldy,
+// y [rows, n_out] = x . W^T (W bf16 bits [n_out, k] row-major, y fp32 row-major), from the split terms.
+void launch_gemm_bf16_split(const SplitActivations& x, const uint16_t* weight, int32_t n_out, float* y,
                             cudaStream_t stream);
 
 // Both steps for a one-off input.

@@ -89,14 +89,14 @@ __device__ __forceinline__ void warp_topk_rounds(const uint64_t (&keys)[kPer], u
 
 template <int kPer>  // experts per thread: ceil(experts / 256), a power of two
 __global__ void __launch_bounds__(kRouterThreads) router_topk_kernel(const float* logits, int experts, int k,
-                                                                     bool renormalize, int logits_stride,
-                                                                     int32_t* top_experts, float* top_weights) {
+                                                                     bool renormalize, int32_t* top_experts,
+                                                                     float* top_weights) {
   pdl_begin();
   __shared__ uint64_t cand[kRouterWarps * kRouterMaxK];
   __shared__ uint64_t chosen[kRouterMaxK];
   __shared__ float2 stats[kRouterWarps];
   const int row = blockIdx.x, lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const float* in = logits + static_cast<size_t>(row) * logits_stride;
+  const float* in = logits + static_cast<size_t>(row) * experts;
 
   float v[kPer];
 #pragma unroll
@@ -802,29 +802,27 @@ void raise_down_shared_limit_once() {
 }  // namespace
 
 void launch_router_topk(const float* logits, int32_t rows, int32_t experts, int32_t k, bool renormalize,
-                        int32_t* top_experts, float* top_weights, cudaStream_t stream, int32_t logits_stride) {
+                        int32_t* top_experts, float* top_weights, cudaStream_t stream) {
   if (experts > kMaxExperts || k > kRouterMaxK || k < 1 || k > experts) {
     throw_invalid_launch("router: more than 4096 experts or top-k above 64");
   }
-  if (logits_stride == 0) logits_stride = experts;
-  if (logits_stride < experts) throw_invalid_launch("router: logits row stride below the expert count");
   if (rows <= 0) return;
   const int per = (experts + kRouterThreads - 1) / kRouterThreads;
   if (per <= 1) {
     launch_kernel(router_topk_kernel<1>, rows, kRouterThreads, 0, stream, 1,
-                  logits, experts, k, renormalize, logits_stride, top_experts, top_weights);
+                  logits, experts, k, renormalize, top_experts, top_weights);
   } else if (per <= 2) {
     launch_kernel(router_topk_kernel<2>, rows, kRouterThreads, 0, stream, 1,
-                  logits, experts, k, renormalize, logits_stride, top_experts, top_weights);
+                  logits, experts, k, renormalize, top_experts, top_weights);
   } else if (per <= 4) {
     launch_kernel(router_topk_kernel<4>, rows, kRouterThreads, 0, stream, 1,
-                  logits, experts, k, renormalize, logits_stride, top_experts, top_weights);
+                  logits, experts, k, renormalize, top_experts, top_weights);
   } else if (per <= 8) {
     launch_kernel(router_topk_kernel<8>, rows, kRouterThreads, 0, stream, 1,
-                  logits, experts, k, renormalize, logits_stride, top_experts, top_weights);
+                  logits, experts, k, renormalize, top_experts, top_weights);
   } else {
     launch_kernel(router_topk_kernel<16>, rows, kRouterThreads, 0, stream, 1,
-                  logits, experts, k, renormalize, logits_stride, top_experts, top_weights);
+                  logits, experts, k, renormalize, top_experts, top_weights);
   }
 }
 

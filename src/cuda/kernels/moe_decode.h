@@ -13,13 +13,12 @@
 
 namespace imp::cuda {
 
-// Router: per token row of logits [rows, experts] (row stride logits_stride >= experts; 0: experts; experts <=
-// 4096, 1 <= k <= 64), the top k by softmax probability (ties: lower expert id), weights from an fp32 softmax,
-// optionally renormalised over the k. Writes experts [rows, k] (descending) and weights [rows, k]. One block per
-// row; every expert is considered. The choice is made on the logits (softmax is monotonic; equal logits are
-// equal probabilities).
+// Router: per token row of logits [rows, experts] (experts <= 4096, 1 <= k <= 64), the top k by softmax
+// probability (ties: lower expert id), weights from an fp32 softmax, optionally renormalised over the k.
+// Writes experts [rows, k] (descending) and weights [rows, k]. One block per row; every expert is considered.
+// The choice is made on the logits (softmax is monotonic; equal logits are equal probabilities).
 void launch_router_topk(const float* logits, int32_t rows, int32_t experts, int32_t k, bool renormalize,
-                        int32_t* top_experts, float* top_weights, cudaStream_t stream, int32_t logits_stride = 0);
+                        int32_t* top_experts, float* top_weights, cudaStream_t stream);
 
 // Gate/up of the chosen experts: for row r and choice j (slot = slots[r*k + j]),
 // act[(r*k + j), i] = bf16( silu(gate_i . x_r) * (up_i . x_r) ), i < padded I (zero in the padding);
