@@ -35,7 +35,7 @@ struct PrefillWorkspace {
   DeviceBuffer<float> qsa_scores;
   DeviceBuffer<uint32_t> block_mask;                    // QSA selection bitmaps [T, mask_words] (launch_qsa_select_rows)
   int32_t mask_words = 0;                               // words for max_context / ratio blocks and the tail's block
-  DeviceBuffer<float> logits_router, shared;            // [T, E], [T, 2 I_s + 1]
+  DeviceBuffer<float> logits_router, shared;            // [T, E], [T, 2 I_s] then [T] gate logits
   DeviceBuffer<int32_t> top_experts;                    // [T, k]
   DeviceBuffer<float> top_weights;                      // [T, k]
   DeviceBuffer<float> shared_act, shared_out;           // [T, I_s], [T, d]
