@@ -55,10 +55,14 @@ void hyper_connection_read(const model::ModelConfig& c, const HyperConnectionDev
   const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count);
   const int32_t width = S * d, rank = static_cast<int32_t>(c.hc_lowrank);
   launch_rms_norm(stream_rows, hc.norm.data, T, width, d, static_cast<float>(c.rms_norm_eps), ws.normed.data(), stream);
-  // down and inject stacked: one GEMM into ws.mix (free until the up projection), then both activations.
+  // down [T, rank] and inject [T, S] into ws.mix (free until the up projection) as two GEMMs (the stacked width
+  // rank + S sent cuBLAS to a slow split-K kernel), then both activations.
   const int32_t injects = hc.has_inject ? S : 0;
-  gemm_rows(hc.down_inject, 0, rank + injects, split(ws.normed.data(), T, width, ws, stream), ws.mix.data(), stream);
-  launch_hc_activations(ws.mix.data(), T, rank, injects, S, ws.low.data(), ws.inject.data(), stream);
+  const SplitActivations normed = split(ws.normed.data(), T, width, ws, stream);
+  float* raw_inject = ws.mix.data() + sz(T) * sz(rank);
+  gemm_rows(hc.down_inject, 0, rank, normed, ws.mix.data(), stream);
+  gemm_rows(hc.down_inject, rank, injects, normed, raw_inject, stream);
+  launch_hc_activations(ws.mix.data(), raw_inject, T, rank, injects, S, ws.low.data(), ws.inject.data(), stream);
   gemm(hc.up, split(ws.low.data(), T, rank, ws, stream), ws.mix.data(), stream);
   launch_hc_mix(ws.mix.data(), ws.normed.data(), T, S, d, ws.x.data(), stream);
 }

@@ -38,15 +38,19 @@ void run_case(int streams, int d, int rank, int rows) {
   std::vector<float> want_stream = stream;
   cpu::hyper_connection_write(config, y.data(), want_inject.data(), rows, want_stream.data());
 
-  // down and inject stacked as the device model stores them (prefill: one projection, then both activations).
+  // down and inject stacked as the device model stores them (prefill: the two projections, then both activations).
   std::vector<uint16_t> stacked(down.bits);
   stacked.insert(stacked.end(), inject.bits.begin(), inject.bits.end());
   DeviceBuffer<uint16_t> d_stacked(stacked);
-  DeviceBuffer<float> d_stream(stream), d_y(y), d_normed(stream.size()), d_raw(static_cast<size_t>(rows) * (rank + streams)),
-      d_low(static_cast<size_t>(rows) * rank), d_mix(stream.size()), d_x(want_x.size()), d_inject(want_inject.size());
+  DeviceBuffer<float> d_stream(stream), d_y(y), d_normed(stream.size()), d_raw(static_cast<size_t>(rows) * rank),
+      d_raw_inject(static_cast<size_t>(rows) * streams), d_low(static_cast<size_t>(rows) * rank), d_mix(stream.size()),
+      d_x(want_x.size()), d_inject(want_inject.size());
   launch_rms_norm(d_stream.data(), norm.device.data(), rows, width, d, 1e-6f, d_normed.data(), nullptr);
-  launch_gemv_bf16(d_stacked.data(), d_normed.data(), rows, rank + streams, width, d_raw.data(), nullptr);
-  launch_hc_activations(d_raw.data(), rows, rank, streams, streams, d_low.data(), d_inject.data(), nullptr);
+  launch_gemv_bf16(d_stacked.data(), d_normed.data(), rows, rank, width, d_raw.data(), nullptr);
+  launch_gemv_bf16(d_stacked.data() + static_cast<size_t>(rank) * width, d_normed.data(), rows, streams, width,
+                   d_raw_inject.data(), nullptr);
+  launch_hc_activations(d_raw.data(), d_raw_inject.data(), rows, rank, streams, streams, d_low.data(), d_inject.data(),
+                        nullptr);
   launch_gemv_bf16(up.device.data(), d_low.data(), rows, width, rank, d_mix.data(), nullptr);
   launch_hc_mix(d_mix.data(), d_normed.data(), rows, streams, d, d_x.data(), nullptr);
   launch_hc_write(d_y.data(), d_inject.data(), rows, streams, d, d_stream.data(), nullptr);

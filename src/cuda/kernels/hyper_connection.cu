@@ -12,20 +12,21 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// raw [rows, rank + injects] (the stacked down/inject projection) -> low [rows, rank] = silu(v / S) and
-// inject [rows, injects] = 2 sigmoid(v / S).
-__global__ void hc_activations_kernel(const float* raw, int rows, int rank, int injects, float inv_streams, float* low,
-                                      float* inject) {
+// raw_low [rows, rank] and raw_inject [rows, injects] (the down and inject projections) -> low [rows, rank] =
+// silu(v / S) and inject [rows, injects] = 2 sigmoid(v / S).
+__global__ void hc_activations_kernel(const float* raw_low, const float* raw_inject, int rows, int rank, int injects,
+                                      float inv_streams, float* low, float* inject) {
   pdl_begin();
   const int width = rank + injects;
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (i >= static_cast<int64_t>(rows) * width) return;
   const int64_t row = i / width;
   const int col = static_cast<int>(i - row * width);
-  const float x = raw[i] * inv_streams;
   if (col < rank) {
+    const float x = raw_low[row * rank + col] * inv_streams;
     low[row * rank + col] = x * sigmoidf(x);
   } else {
+    const float x = raw_inject[row * injects + col - rank] * inv_streams;
     inject[row * injects + col - rank] = 2.0f * sigmoidf(x);
   }
 }
@@ -210,12 +211,12 @@ void launch_hc_read_up_mix(const float* stream_row, const uint16_t* norm_weight,
                                                                                   rank, streams, d, x);
 }
 
-void launch_hc_activations(const float* raw, int32_t rows, int32_t rank, int32_t injects, int32_t streams, float* low,
+void launch_hc_activations(const float* raw_low, const float* raw_inject, int32_t rows, int32_t rank, int32_t injects, int32_t streams, float* low,
                            float* inject, cudaStream_t stream) {
   const int64_t count = static_cast<int64_t>(rows) * (rank + injects);
   if (count == 0) return;
   launch_kernel(hc_activations_kernel, static_cast<unsigned>((count + kThreads - 1) / kThreads), kThreads, 0, stream, 1,
-                raw, rows, rank, injects, 1.0f / static_cast<float>(streams), low, inject);
+                raw_low, raw_inject, rows, rank, injects, 1.0f / static_cast<float>(streams), low, inject);
 }
 
 void launch_hc_mix(const float* mix, const float* normed, int32_t rows, int32_t streams, int32_t d, float* x,

@@ -12,10 +12,10 @@
 
 namespace imp::cuda {
 
-// raw [rows, rank + injects] (the stacked down/inject projection of N) -> low [rows, rank] = silu(raw / S) and,
-// when injects = S, inject [rows, S] = 2 sigmoid(raw / S).
-void launch_hc_activations(const float* raw, int32_t rows, int32_t rank, int32_t injects, int32_t streams, float* low,
-                           float* inject, cudaStream_t stream);
+// raw_low [rows, rank] and raw_inject [rows, injects] (the down and inject projections of N) -> low [rows, rank] =
+// silu(raw_low / S) and, when injects = S, inject [rows, S] = 2 sigmoid(raw_inject / S).
+void launch_hc_activations(const float* raw_low, const float* raw_inject, int32_t rows, int32_t rank, int32_t injects,
+                           int32_t streams, float* low, float* inject, cudaStream_t stream);
 // x [rows, d] = mean over the S streams of sigmoid(mix) * normed; mix and normed [rows, S*d].
 void launch_hc_mix(const float* mix, const float* normed, int32_t rows, int32_t streams, int32_t d, float* x,
                    cudaStream_t stream);
