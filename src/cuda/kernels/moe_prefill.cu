@@ -19,7 +19,7 @@ constexpr int kStageElems = kTileTokens * kXStride;
 constexpr int kSmemBytes = 40960;  // max(pipeline 36 KB, epilogue scratch 8 x 5 KB)
 static_assert(kStages * kStageElems * 2 <= kSmemBytes, "pipeline fits");
 static_assert(kWarps * kTileTokens * 20 * 4 <= kSmemBytes, "down epilogue fits");
-static_assert(kWarps * kTileTokens * 16 * 4 <= kSmemBytes, "gate/up epilogue fits");
+static_assert(kWarps * kTileTokens * 24 * 2 <= kSmemBytes, "gate/up epilogue fits");
 
 struct Plan {
   size_t counts = 0, cursor = 0, tiles = 0, num_tiles = 0, sorted = 0, pos_of = 0, x16 = 0, act = 0, partial = 0;
@@ -132,13 +132,10 @@ __device__ __forceinline__ void bf16_fragment(const uint16_t* w, int rows, int c
   a[3] = at(r1, kk + 8);
 }
 
-// Block: one tile (<= 64 pairs of one slot) x 4 strips of 16 intermediate rows; warp w computes matrix w / 4 (0
-// gate, 1 up) of strip w % 4, so a warp holds 32 accumulators and three blocks fit on an SM (gate and up in one
-// warp needed 128 registers: two blocks). The block meets in shared memory for the SwiGLU; act [pairs in bucket
-// order, padded_intermediate] bf16.
-constexpr int kGateUpStrips = kWarps / 2;
+// Block: one tile (<= 64 pairs of one slot) x 8 strips of 16 intermediate rows, gate and up together, then
+// SwiGLU; act [pairs in bucket order, padded_intermediate] bf16.
 template <bool kNvfp4>
-__global__ void __launch_bounds__(kThreads, 3)
+__global__ void __launch_bounds__(kThreads)
     moe_gate_up_kernel(const uint8_t* __restrict__ pool, const model::SlotScales* __restrict__ scales,
                        model::ExpertSlotLayout layout, const uint16_t* __restrict__ x16, const int32_t* __restrict__ sorted,
                        const int4* __restrict__ tiles, const int32_t* __restrict__ num_tiles, int k,
@@ -150,17 +147,15 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int slot = tile.x, start = tile.y, count = tile.z;
   const int H = layout.hidden, I = layout.intermediate, Ipad = layout.padded_intermediate;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
-  const int local = warp % kGateUpStrips, matrix = warp / kGateUpStrips;
   if (tid < kTileTokens) tok[tid] = tid < count ? sorted[start + tid] / k : -1;
   __syncthreads();
 
   uint16_t* xs = reinterpret_cast<uint16_t*>(smem);
   const int chunks = kNvfp4 ? layout.gate.supertiles() : (H + 63) / 64;
   const int strips = kNvfp4 ? layout.gate.rows / 16 : (I + 15) / 16;
-  const int strip = blockIdx.y * kGateUpStrips + local;
+  const int strip = blockIdx.y * kWarps + warp;
   const bool active = strip < strips;
   const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
-  const model::SlotProjection& projection = matrix == 0 ? layout.gate : layout.up;
 
   auto load_chunk = [&](int st, int stage) {
     uint16_t* dst = xs + stage * kStageElems;
@@ -174,21 +169,26 @@ __global__ void __launch_bounds__(kThreads, 3)
   };
 
   // NVFP4: the next supertile's codes and scales are fetched one step ahead.
-  const uint8_t* m_codes = base + projection.codes + static_cast<size_t>(strip) * chunks * 512 + lane * 16;
-  const uint8_t* m_scales = base + projection.scales + static_cast<size_t>(strip) * chunks * 64;
-  uint4 rw = make_uint4(0, 0, 0, 0);
-  uint32_t s0 = 0, s1 = 0;
+  const uint8_t* g_codes = base + layout.gate.codes + static_cast<size_t>(strip) * chunks * 512 + lane * 16;
+  const uint8_t* g_scales = base + layout.gate.scales + static_cast<size_t>(strip) * chunks * 64;
+  const uint8_t* u_codes = base + layout.up.codes + static_cast<size_t>(strip) * chunks * 512 + lane * 16;
+  const uint8_t* u_scales = base + layout.up.scales + static_cast<size_t>(strip) * chunks * 64;
+  uint4 rg = make_uint4(0, 0, 0, 0), ru = rg;
+  uint32_t sg0 = 0, sg1 = 0, su0 = 0, su1 = 0;
   auto fetch = [&](int st) {
-    rw = __ldg(reinterpret_cast<const uint4*>(m_codes + static_cast<size_t>(st) * 512));
-    s0 = __ldg(reinterpret_cast<const uint32_t*>(m_scales + static_cast<size_t>(st) * 64) + g);
-    s1 = __ldg(reinterpret_cast<const uint32_t*>(m_scales + static_cast<size_t>(st) * 64) + g + 8);
+    rg = __ldg(reinterpret_cast<const uint4*>(g_codes + static_cast<size_t>(st) * 512));
+    ru = __ldg(reinterpret_cast<const uint4*>(u_codes + static_cast<size_t>(st) * 512));
+    sg0 = __ldg(reinterpret_cast<const uint32_t*>(g_scales + static_cast<size_t>(st) * 64) + g);
+    sg1 = __ldg(reinterpret_cast<const uint32_t*>(g_scales + static_cast<size_t>(st) * 64) + g + 8);
+    su0 = __ldg(reinterpret_cast<const uint32_t*>(u_scales + static_cast<size_t>(st) * 64) + g);
+    su1 = __ldg(reinterpret_cast<const uint32_t*>(u_scales + static_cast<size_t>(st) * 64) + g + 8);
   };
 
-  float acc[8][4];
+  float accg[8][4], accu[8][4];
 #pragma unroll
   for (int i = 0; i < 8; ++i)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
+    for (int e = 0; e < 4; ++e) accg[i][e] = accu[i][e] = 0.0f;
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -205,67 +205,62 @@ __global__ void __launch_bounds__(kThreads, 3)
     if (next < chunks) load_chunk(next, next % kStages);
     cp_async_commit();
     if (!active) continue;
-    const uint32_t cw[4] = {rw.x, rw.y, rw.z, rw.w};
-    const uint32_t cs0 = s0, cs1 = s1;
+    const uint32_t cg[4] = {rg.x, rg.y, rg.z, rg.w}, cu[4] = {ru.x, ru.y, ru.z, ru.w};
+    const uint32_t csg0 = sg0, csg1 = sg1, csu0 = su0, csu1 = su1;
     if constexpr (kNvfp4) {
       if (st + 1 < chunks) fetch(st + 1);
     }
     const uint16_t* xst = xs + (st % kStages) * kStageElems;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      uint32_t a[4];
+      uint32_t ag[4], au[4];
       if constexpr (kNvfp4) {
-        nvfp4_fragment(cw[q], cs0, cs1, q, a);
+        nvfp4_fragment(cg[q], csg0, csg1, q, ag);
+        nvfp4_fragment(cu[q], csu0, csu1, q, au);
       } else {
-        bf16_fragment(reinterpret_cast<const uint16_t*>(base + projection.codes), I, H, strip * 16, st * 64 + q * 16, a);
+        bf16_fragment(reinterpret_cast<const uint16_t*>(base + layout.gate.codes), I, H, strip * 16, st * 64 + q * 16, ag);
+        bf16_fragment(reinterpret_cast<const uint16_t*>(base + layout.up.codes), I, H, strip * 16, st * 64 + q * 16, au);
       }
 #pragma unroll
       for (int nj = 0; nj < 4; ++nj) {
         if (nj * 16 < count) {  // block-uniform
           uint32_t r[4];
           ldmatrix_x4(r, xst + (nj * 16 + (lane & 7) + ((lane >> 4) << 3)) * kXStride + q * 16 + ((lane >> 3) & 1) * 8);
-          mma_16816(acc[2 * nj], a, r[0], r[1]);
-          mma_16816(acc[2 * nj + 1], a, r[2], r[3]);
+          mma_16816(accg[2 * nj], ag, r[0], r[1]);
+          mma_16816(accu[2 * nj], au, r[0], r[1]);
+          mma_16816(accg[2 * nj + 1], ag, r[2], r[3]);
+          mma_16816(accu[2 * nj + 1], au, r[2], r[3]);
         }
       }
     }
   }
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with xs: it becomes the epilogue scratch
+  if (!active) return;
 
-  // Scaled sums into scratch [matrix][strip][pair][16 rows] fp32, then SwiGLU by all threads: (strip, pair, 8 rows)
-  // per item, 16-byte stores.
-  float* scr = reinterpret_cast<float*>(smem);
-  if (active) {
-    const model::SlotScales sc = scales[slot];
-    const float f = (matrix == 0 ? sc.gate : sc.up) * (kNvfp4 ? kScaleFold : 1.0f);
-    float* mine = scr + (matrix * kGateUpStrips + local) * kTileTokens * 16;
+  // SwiGLU into a per-warp [64 pairs][16 rows] bf16 scratch (row stride 24), then 16-byte stores.
+  uint16_t* scr = reinterpret_cast<uint16_t*>(smem) + warp * (kTileTokens * 24);
+  const model::SlotScales s = scales[slot];
+  const float fold = kNvfp4 ? kScaleFold : 1.0f;
+  const float fg = s.gate * fold, fu = s.up * fold;
 #pragma unroll
-    for (int ni = 0; ni < 8; ++ni) {
+  for (int ni = 0; ni < 8; ++ni) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int pair = ni * 8 + 2 * c + (e & 1), row = g + 8 * (e >> 1);
-        mine[pair * 16 + row] = acc[ni][e] * f;
-      }
+    for (int e = 0; e < 4; ++e) {
+      const int pair = ni * 8 + 2 * c + (e & 1), row = g + 8 * (e >> 1);
+      const float gate = accg[ni][e] * fg, up = accu[ni][e] * fu;
+      scr[pair * 24 + row] = bf16_bits(gate / (1.0f + __expf(-gate)) * up);
     }
   }
-  __syncthreads();
+  __syncwarp();
   const int cols = kNvfp4 ? Ipad : I;
-  for (int item = tid; item < kGateUpStrips * kTileTokens * 2; item += kThreads) {
-    const int half = item & 1, pair = (item >> 1) % kTileTokens, s = (item >> 1) / kTileTokens;
-    const int col = (blockIdx.y * kGateUpStrips + s) * 16 + half * 8;
-    if (pair >= count || col >= cols || blockIdx.y * kGateUpStrips + s >= strips) continue;
-    const float* gate = scr + (s * kTileTokens + pair) * 16 + half * 8;
-    const float* up = scr + ((kGateUpStrips + s) * kTileTokens + pair) * 16 + half * 8;
-    uint32_t packed[4];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float g0 = gate[2 * i], g1 = gate[2 * i + 1];
-      packed[i] = static_cast<uint32_t>(bf16_bits(g0 / (1.0f + __expf(-g0)) * up[2 * i])) |
-                  (static_cast<uint32_t>(bf16_bits(g1 / (1.0f + __expf(-g1)) * up[2 * i + 1])) << 16);
+  for (int i = 0; i < 4; ++i) {
+    const int id = lane + 32 * i, pair = id >> 1, half = id & 1, col = strip * 16 + half * 8;
+    if (pair < count && col < cols) {
+      *reinterpret_cast<uint4*>(act + static_cast<size_t>(start + pair) * Ipad + col) =
+          *reinterpret_cast<const uint4*>(scr + pair * 24 + half * 8);
     }
-    *reinterpret_cast<uint4*>(act + static_cast<size_t>(start + pair) * Ipad + col) =
-        make_uint4(packed[0], packed[1], packed[2], packed[3]);
   }
 }
 
@@ -451,7 +446,7 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
   const bool nvfp4 = layout.format == model::SlotFormat::kNvfp4;
   const int gu_strips = nvfp4 ? layout.gate.rows / 16 : (layout.intermediate + 15) / 16;
   const int down_strips = nvfp4 ? layout.down.rows / 16 : (layout.hidden + 15) / 16;
-  const dim3 gu_grid(static_cast<unsigned>(plan.max_tiles), (gu_strips + kGateUpStrips - 1) / kGateUpStrips);
+  const dim3 gu_grid(static_cast<unsigned>(plan.max_tiles), (gu_strips + kWarps - 1) / kWarps);
   const dim3 down_grid(static_cast<unsigned>(plan.max_tiles), (down_strips + kWarps - 1) / kWarps);
   if (nvfp4) {
     moe_gate_up_kernel<true><<<gu_grid, kThreads, 0, stream>>>(pool, scales, layout, x16, sorted, tiles, num_tiles, k, act);
