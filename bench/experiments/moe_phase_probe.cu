@@ -6,6 +6,8 @@
 //   gate/up: 0 entry, 1 after the PDL wait, 2 routed (block barrier), 3 warp 0's dots done, 4 all warps' dots
 //            done (barrier), 5 end
 //   down:    0 entry, 1 warp 0 after the PDL wait, 2 warp 0's routed down done, 3 all warps done (barrier), 4 end
+// `moe_phase_probe gate_up`: the gate/up kernels alone (48 in the PDL graph), so their weight phase runs without
+// the down kernel's early fetch competing for HBM.
 // Build (links the library for the fills and launch helpers):
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Isrc \
 //     bench/experiments/moe_phase_probe.cu build/cuda/libimp_cuda.a build/cuda/libimp_lib.a -lcuda -o build/exp/moe_phase_probe
@@ -15,6 +17,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cuda/kernels/random_fill.h"
@@ -36,7 +39,8 @@ void print_phases(const char* kernel, const unsigned long long (*stamps)[8], int
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const bool gate_up_only = argc > 1 && std::string(argv[1]) == "gate_up";
   const int layers = 48, experts = 512, k = 10, H = 2560, I = 640, shared_inter = 640, streams = 4;
   const auto layout = imp::model::ExpertSlotLayout::make(H, I);
   std::vector<DeviceBuffer<uint8_t>> pools;
@@ -75,6 +79,7 @@ int main() {
       imp::cuda::launch_moe_decode_gate_up(pools[l].data(), scales.data(), layout, x.data(),
                                            logits.data() + static_cast<size_t>(l) * experts, experts, k, true, act.data(),
                                            chosen, chosen_w, stream);
+      if (gate_up_only) continue;
       imp::cuda::launch_moe_decode_down_hc_write(pools[l].data(), experts, scales.data(), layout, act.data(), chosen, chosen_w, k,
                                                  shared_down[l].data(), shared_proj.data(), shared_inter, inject.data(),
                                                  streams, stream_row.data(), stream);
@@ -100,6 +105,6 @@ int main() {
   unsigned long long t0 = ~0ull;
   for (int blk = 0; blk < gate_blocks; ++blk) t0 = std::min(t0, host[0][blk][0]);
   print_phases("gate/up", host[0], gate_blocks, 6, t0);
-  print_phases("down", host[1], down_blocks, 5, t0);
+  if (!gate_up_only) print_phases("down", host[1], down_blocks, 5, t0);
   return 0;
 }

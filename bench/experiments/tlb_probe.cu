@@ -47,12 +47,13 @@ __global__ void chase(const uint64_t* buf, uint64_t start, int steps, uint64_t* 
 
 constexpr int kRegions = 10, kRegionBytes = 1843200, kBlocksPerRegion = 40, kThreads = 256;
 
+template <int kUnroll>  // 16-byte loads in flight per thread: 4, or 12 (the block's whole share at once)
 __global__ void __launch_bounds__(kThreads) stream_regions(const uint8_t* pool, const uint64_t* offsets, float* sink) {
   const uint8_t* base = pool + offsets[blockIdx.y] + static_cast<size_t>(blockIdx.x) * (kRegionBytes / kBlocksPerRegion);
   const uint4* p = reinterpret_cast<const uint4*>(base);
   constexpr int kVec = kRegionBytes / kBlocksPerRegion / 16;  // 2880 uint4 per block
   uint32_t acc = 0;
-#pragma unroll 4
+#pragma unroll kUnroll
   for (int i = threadIdx.x; i < kVec; i += kThreads) {
     const uint4 v = __ldcs(p + i);
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
@@ -100,7 +101,7 @@ int main() {
 
   // 2. Streaming 10 expert-sized regions per launch.
   constexpr int kLaunches = 48;
-  auto run = [&](const char* name, size_t window, bool same) {
+  auto run = [&](const char* name, size_t window, bool same, int unroll) {
     std::vector<uint64_t> offs(static_cast<size_t>(kLaunches) * kRegions);
     const uint64_t slots = window / 2830336;  // slot stride of the real pool (2.70 MiB)
     for (int l = 0; l < kLaunches; ++l) {
@@ -116,7 +117,13 @@ int main() {
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int l = 0; l < kLaunches; ++l) stream_regions<<<dim3(kBlocksPerRegion, kRegions), kThreads, 0, s>>>(pool, doffs + l * kRegions, sink);
+    for (int l = 0; l < kLaunches; ++l) {
+      if (unroll == 4) {
+        stream_regions<4><<<dim3(kBlocksPerRegion, kRegions), kThreads, 0, s>>>(pool, doffs + l * kRegions, sink);
+      } else {
+        stream_regions<12><<<dim3(kBlocksPerRegion, kRegions), kThreads, 0, s>>>(pool, doffs + l * kRegions, sink);
+      }
+    }
     CHECK(cudaStreamEndCapture(s, &g));
     CHECK(cudaGraphInstantiate(&ge, g, 0));
     cudaEvent_t a, b;
@@ -134,17 +141,19 @@ int main() {
       if (rep > 0) t.push_back(ms * 1000 / kLaunches);
     }
     std::sort(t.begin(), t.end());
-    std::printf("  %-34s %6.2f us per launch (18.4 MB: %.2f TB/s)\n", name, t[t.size() / 2],
+    std::printf("  %-34s unroll %2d: %6.2f us per launch (18.4 MB: %.2f TB/s)\n", name, unroll, t[t.size() / 2],
                 kRegions * double(kRegionBytes) / (t[t.size() / 2] * 1e-6) / 1e12);
     CHECK(cudaGraphExecDestroy(ge));
     CHECK(cudaGraphDestroy(g));
     CHECK(cudaFree(doffs));
   };
   std::printf("10 expert-sized regions (1.84 MB) per launch, 40 x 10 blocks, graph of 48 launches:\n");
-  run("new regions from 64 GiB", kPool - (256ull << 20), false);
-  run("new regions from a 4 GiB window", 4ull << 30, false);
-  run("new regions from a 1 GiB window", 1ull << 30, false);
-  run("new regions from a 128 MiB window", 128ull << 20, false);
-  run("the same regions every launch", kPool - (256ull << 20), true);
+  for (int unroll : {4, 12}) {
+    run("new regions from 64 GiB", kPool - (256ull << 20), false, unroll);
+    run("new regions from a 4 GiB window", 4ull << 30, false, unroll);
+    run("new regions from a 1 GiB window", 1ull << 30, false, unroll);
+    run("new regions from a 128 MiB window", 128ull << 20, false, unroll);
+    run("the same regions every launch", kPool - (256ull << 20), true, unroll);
+  }
   return 0;
 }
