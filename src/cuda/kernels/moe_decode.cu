@@ -424,13 +424,14 @@ constexpr size_t kRouterScratchBytes = (kWarp + kMaxTopK + kMaxTopK * kPer) * si
 // lanes' maxima, is at most the k-th largest key (the k lanes with the largest maxima hold k keys >= tau), so the
 // top k are among the keys >= tau (at most k * kPer: only those k lanes have any); they are compacted into
 // `scratch` and each is ranked by counting the larger ones. experts >= k, so at least k lanes hold keys.
+// Not inlined: inlined, its registers made the gate/up strip's weight loop spill (measured slower, session 6).
 template <int kPer>  // experts per lane: experts <= 32 * kPer
-__device__ __noinline__ void warp_router(const float* logits, int experts, int k, bool renormalize,
-                                            uint64_t* scratch, int& expert, float& weight) {
+__device__ __noinline__ void warp_router(const float* logits, int experts, int k, bool renormalize, uint64_t* scratch,
+                                         int& expert, float& weight) {
   const int lane = threadIdx.x % kWarp;
-  uint64_t* const maxima = scratch;              // [32]
-  uint64_t* const top = scratch + kWarp;         // [k]
-  uint64_t* const cand = top + kMaxTopK;         // [k * kPer]
+  uint64_t* const maxima = scratch;       // [32]
+  uint64_t* const top = scratch + kWarp;  // [k]
+  uint64_t* const cand = top + kMaxTopK;  // [k * kPer]
   uint64_t keys[kPer];  // 0: no key (every real key has a nonzero low word); key_logit gives the logit back
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
