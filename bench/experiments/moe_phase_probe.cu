@@ -105,6 +105,20 @@ int main(int argc, char** argv) {
   unsigned long long t0 = ~0ull;
   for (int blk = 0; blk < gate_blocks; ++blk) t0 = std::min(t0, host[0][blk][0]);
   print_phases("gate/up", host[0], gate_blocks, 6, t0);
+  {  // the gate/up blocks' end (step 5) by how many gate/up blocks shared their SM
+    std::vector<int> per_sm(256, 0);
+    for (int blk = 0; blk < gate_blocks; ++blk) ++per_sm[host[0][blk][7] % 256];
+    for (int n = 1; n <= 8; ++n) {
+      std::vector<double> us;
+      for (int blk = 0; blk < gate_blocks; ++blk) {
+        if (per_sm[host[0][blk][7] % 256] == n) us.push_back(static_cast<double>(host[0][blk][5] - t0) / 1000.0);
+      }
+      if (us.empty()) continue;
+      std::sort(us.begin(), us.end());
+      std::printf("gate/up blocks on SMs with %d of them: %3zu blocks, end min %7.2f median %7.2f max %7.2f us\n", n,
+                  us.size(), us.front(), us[us.size() / 2], us.back());
+    }
+  }
   if (!gate_up_only) print_phases("down", host[1], down_blocks, 5, t0);
   return 0;
 }

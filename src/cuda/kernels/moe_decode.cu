@@ -19,14 +19,18 @@ namespace {
 constexpr unsigned kFull = 0xffffffffu;
 
 // Per-block timestamps of the fused decode kernels for bench/experiments/moe_phase_probe.cu, which compiles this
-// file with IMP_PHASE_PROBE; no-ops otherwise. phase(kernel, i): thread 0 of the block stamps step i.
+// file with IMP_PHASE_PROBE; no-ops otherwise. phase(kernel, i): thread 0 of the block stamps step i (and the
+// SM it runs on in slot 7).
 #ifdef IMP_PHASE_PROBE
 __device__ unsigned long long g_phase[2][1024][8];
 __device__ __forceinline__ void phase(int kernel, int i) {
   if (threadIdx.x != 0) return;
   unsigned long long t;
+  unsigned int sm;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
   g_phase[kernel][blockIdx.y * gridDim.x + blockIdx.x][i] = t;
+  g_phase[kernel][blockIdx.y * gridDim.x + blockIdx.x][7] = sm;
 }
 #else
 __device__ __forceinline__ void phase(int, int) {}
@@ -876,14 +880,16 @@ void launch_moe_decode_gate_up(const uint8_t* pool, const model::SlotScales* sca
   const size_t shared = static_cast<size_t>(kGateUpWarps) * kWarpStageBytes;  // 45 KB: within the default 48 KB
   const dim3 grid(layout.padded_intermediate / 16, k);
   const unsigned threads = kGateUpWarps * kWarp;
+  // After the previous kernel, not under PDL: the router needs the logits first, so early blocks would only spin,
+  // packed onto whichever SMs had room (measured: 93 SMs with four blocks, 11 with none; those blocks end last).
   if (experts <= 4 * kWarp) {
-    launch_kernel(moe_decode_gate_up_kernel<4>, grid, threads, shared, stream, 1, pool, scales, layout, x, logits, experts,
+    launch_kernel_with(true, moe_decode_gate_up_kernel<4>, grid, threads, shared, stream, 1, pool, scales, layout, x, logits, experts,
                   k, renormalize, act, top_experts, top_weights);
   } else if (experts <= 16 * kWarp) {
-    launch_kernel(moe_decode_gate_up_kernel<16>, grid, threads, shared, stream, 1, pool, scales, layout, x, logits, experts,
+    launch_kernel_with(true, moe_decode_gate_up_kernel<16>, grid, threads, shared, stream, 1, pool, scales, layout, x, logits, experts,
                   k, renormalize, act, top_experts, top_weights);
   } else {  // up to 4096 experts: the logits spill to local memory, still correct
-    launch_kernel(moe_decode_gate_up_kernel<kMaxExperts / kWarp>, grid, threads, shared, stream, 1, pool, scales, layout,
+    launch_kernel_with(true, moe_decode_gate_up_kernel<kMaxExperts / kWarp>, grid, threads, shared, stream, 1, pool, scales, layout,
                   x, logits, experts, k, renormalize, act, top_experts, top_weights);
   }
 }
