@@ -30,12 +30,10 @@ class PdlScope {
 
 bool pdl_enabled();
 
-// kernel<<<grid, block, shared, stream>>>(args...), with PDL inside a PdlScope (unless `after_previous`: then
-// always an ordinary launch, for kernels with nothing to load before their wait, whose early blocks would only
-// spin where there happens to be room and pack some SMs four deep while others idle); optionally a cluster shape.
+// kernel<<<grid, block, shared, stream>>>(args...), with PDL inside a PdlScope; optionally a cluster shape.
 template <class... Params, class... Args>
-void launch_kernel_with(bool after_previous, void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared,
-                        cudaStream_t stream, unsigned cluster_x, Args&&... args) {
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
+                   unsigned cluster_x, Args&&... args) {
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
@@ -43,7 +41,7 @@ void launch_kernel_with(bool after_previous, void (*kernel)(Params...), dim3 gri
   config.stream = stream;
   cudaLaunchAttribute attrs[2]{};
   unsigned count = 0;
-  if (pdl_enabled() && !after_previous) {
+  if (pdl_enabled()) {
     attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[count++].val.programmaticStreamSerializationAllowed = 1;
   }
@@ -54,12 +52,6 @@ void launch_kernel_with(bool after_previous, void (*kernel)(Params...), dim3 gri
   config.attrs = attrs;
   config.numAttrs = count;
   IMP_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
-}
-
-template <class... Params, class... Args>
-void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
-                   unsigned cluster_x, Args&&... args) {
-  launch_kernel_with(false, kernel, grid, block, shared, stream, cluster_x, std::forward<Args>(args)...);
 }
 
 }  // namespace imp::cuda

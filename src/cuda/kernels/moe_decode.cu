@@ -880,16 +880,14 @@ void launch_moe_decode_gate_up(const uint8_t* pool, const model::SlotScales* sca
   const size_t shared = static_cast<size_t>(kGateUpWarps) * kWarpStageBytes;  // 45 KB: within the default 48 KB
   const dim3 grid(layout.padded_intermediate / 16, k);
   const unsigned threads = kGateUpWarps * kWarp;
-  // After the previous kernel, not under PDL: the router needs the logits first, so early blocks would only spin,
-  // packed onto whichever SMs had room (measured: 93 SMs with four blocks, 11 with none; those blocks end last).
   if (experts <= 4 * kWarp) {
-    launch_kernel_with(true, moe_decode_gate_up_kernel<4>, grid, threads, shared, stream, 1, pool, scales, layout, x, logits, experts,
+    launch_kernel(moe_decode_gate_up_kernel<4>, grid, threads, shared, stream, 1, pool, scales, layout, x, logits, experts,
                   k, renormalize, act, top_experts, top_weights);
   } else if (experts <= 16 * kWarp) {
-    launch_kernel_with(true, moe_decode_gate_up_kernel<16>, grid, threads, shared, stream, 1, pool, scales, layout, x, logits, experts,
+    launch_kernel(moe_decode_gate_up_kernel<16>, grid, threads, shared, stream, 1, pool, scales, layout, x, logits, experts,
                   k, renormalize, act, top_experts, top_weights);
   } else {  // up to 4096 experts: the logits spill to local memory, still correct
-    launch_kernel_with(true, moe_decode_gate_up_kernel<kMaxExperts / kWarp>, grid, threads, shared, stream, 1, pool, scales, layout,
+    launch_kernel(moe_decode_gate_up_kernel<kMaxExperts / kWarp>, grid, threads, shared, stream, 1, pool, scales, layout,
                   x, logits, experts, k, renormalize, act, top_experts, top_weights);
   }
 }
