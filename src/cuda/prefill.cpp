@@ -49,22 +49,45 @@ void gemm(const DenseWeight& w, const SplitActivations& x, float* y, cudaStream_
   gemm_rows(w, 0, w.rows, x, y, stream);
 }
 
-// Hyper-connection read of T rows (cpu::hyper_connection_read): x [T, d], inject [T, S] when present.
-void hyper_connection_read(const model::ModelConfig& c, const HyperConnectionDevice& hc, const float* stream_rows,
-                           int32_t T, PrefillWorkspace& ws, cudaStream_t stream) {
+// Hyper-connection read of T rows (cpu::hyper_connection_read) from its grouped norm N, already in ws.normed with
+// its split terms `normed`: x [T, d], inject [T, S] when present.
+void hyper_connection_read_normed(const model::ModelConfig& c, const HyperConnectionDevice& hc,
+                                  const SplitActivations& normed, int32_t T, PrefillWorkspace& ws, cudaStream_t stream) {
   const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count);
-  const int32_t width = S * d, rank = static_cast<int32_t>(c.hc_lowrank);
-  launch_rms_norm(stream_rows, hc.norm.data, T, width, d, static_cast<float>(c.rms_norm_eps), ws.normed.data(), stream);
+  const int32_t rank = static_cast<int32_t>(c.hc_lowrank);
   // down [T, rank] and inject [T, S] into ws.mix (free until the up projection) as two GEMMs (the stacked width
   // rank + S sent cuBLAS to a slow split-K kernel), then both activations.
   const int32_t injects = hc.has_inject ? S : 0;
-  const SplitActivations normed = split(ws.normed.data(), T, width, ws, stream);
   float* raw_inject = ws.mix.data() + sz(T) * sz(rank);
   gemm_rows(hc.down_inject, 0, rank, normed, ws.mix.data(), stream);
   gemm_rows(hc.down_inject, rank, injects, normed, raw_inject, stream);
   launch_hc_activations(ws.mix.data(), raw_inject, T, rank, injects, S, ws.low.data(), ws.inject.data(), stream);
   gemm(hc.up, split(ws.low.data(), T, rank, ws, stream), ws.mix.data(), stream);
   launch_hc_mix(ws.mix.data(), ws.normed.data(), T, S, d, ws.x.data(), stream);
+}
+
+// The whole read of T stream rows: the grouped norm and its split terms, then the rest.
+void hyper_connection_read(const model::ModelConfig& c, const HyperConnectionDevice& hc, const float* stream_rows,
+                           int32_t T, PrefillWorkspace& ws, cudaStream_t stream) {
+  const int32_t width = static_cast<int32_t>(c.stream_width()), d = static_cast<int32_t>(c.hidden_size);
+  launch_rms_norm(stream_rows, hc.norm.data, T, width, d, static_cast<float>(c.rms_norm_eps), ws.normed.data(), stream);
+  hyper_connection_read_normed(c, hc, split(ws.normed.data(), T, width, ws, stream), T, ws, stream);
+}
+
+// The write of a block's output ws.y into the streams followed by the next read (with `next`'s norm): fused into
+// one pass over the streams for the norm and its split terms where the shape allows (d % 4 == 0).
+void hyper_connection_write_read(const model::ModelConfig& c, const HyperConnectionDevice& next, int32_t T,
+                                 PrefillWorkspace& ws, cudaStream_t stream) {
+  const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count);
+  if (d % 4 != 0) {
+    launch_hc_write(ws.y.data(), ws.inject.data(), T, S, d, ws.stream.data(), stream);
+    hyper_connection_read(c, next, ws.stream.data(), T, ws, stream);
+    return;
+  }
+  const SplitActivations normed =
+      launch_hc_write_norm_split(ws.y.data(), ws.inject.data(), T, S, d, ws.stream.data(), next.norm.data,
+                                 static_cast<float>(c.rms_norm_eps), ws.normed.data(), ws.gemm_scratch.data(), stream);
+  hyper_connection_read_normed(c, next, normed, T, ws, stream);
 }
 
 void ple_block(const model::ModelConfig& c, const PleDevice& p, LayerStateDevice& state, PrefillWorkspace& ws,
@@ -324,6 +347,9 @@ void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateD
   // Embedding (unscaled) into every stream.
   launch_embed_streams(model.embed_tokens().data, ws.tokens.data(), T, d, S, ws.stream.data(), stream);
 
+  // A block's write into the streams and the next read meet in one kernel (hyper_connection_write_read), except
+  // where PLE changes the streams in between or no read follows.
+  bool read_done = false;  // the token mixer's read already happened with the previous layer's write
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     const LayerDevice& ld = model.layers()[sz(layer)];
     LayerStateDevice& state = sequence.layers[sz(layer)];
@@ -332,18 +358,23 @@ void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateD
     if (ld.ple) ple_block(c, *ld.ple, state, ws, T, stream);
 
     // Token mixer: Gated DeltaNet or gated attention, read from and written back to the streams.
-    hyper_connection_read(c, ld.attn_hc, ws.stream.data(), T, ws, stream);
+    if (!read_done) hyper_connection_read(c, ld.attn_hc, ws.stream.data(), T, ws, stream);
     if (ld.gdn) {
       gated_delta_net(c, *ld.gdn, state, ws, T, stream);
     } else {
       attention(c, model, *ld.attention, kv, sequence, state, ws, T, stream);
     }
-    launch_hc_write(ws.y.data(), ws.inject.data(), T, S, d, ws.stream.data(), stream);
 
     // Channel mixer: sparse MoE with the shared expert.
-    hyper_connection_read(c, ld.mlp_hc, ws.stream.data(), T, ws, stream);
+    hyper_connection_write_read(c, ld.mlp_hc, T, ws, stream);
     moe_block(c, model, ld.moe, ws, T, stream);
-    launch_hc_write(ws.y.data(), ws.inject.data(), T, S, d, ws.stream.data(), stream);
+    const LayerDevice* next = layer + 1 < c.num_hidden_layers ? &model.layers()[sz(layer + 1)] : nullptr;
+    read_done = next != nullptr && !next->ple;
+    if (read_done) {
+      hyper_connection_write_read(c, next->attn_hc, T, ws, stream);
+    } else {
+      launch_hc_write(ws.y.data(), ws.inject.data(), T, S, d, ws.stream.data(), stream);
+    }
   }
 }
 

@@ -6,11 +6,13 @@
 #include <cmath>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
 #include "cpu/blocks.h"
 #include "cuda/kernels/dense.h"
+#include "cuda/kernels/gemm_bf16_split.h"
 #include "cuda/kernels/hyper_connection.h"
 #include "cuda/memory/device_buffer.h"
 #include "gpu_test_util.h"
@@ -80,6 +82,41 @@ void run_case(int streams, int d, int rank, int rows) {
 
 TEST(GpuHyperConnection, ReadAndWriteMatchCpuAtReleasedShapes) { run_case(4, 2560, 320, 2); }
 TEST(GpuHyperConnection, ReadAndWriteMatchCpuWithThreeStreams) { run_case(3, 64, 16, 5); }
+
+// The prefill's fused write + norm + split (launch_hc_write_norm_split) against the three kernels it replaces,
+// bit for bit: the same values and the same summation order (the streams, the normed rows and both split terms).
+void check_write_norm_split(int streams, int d, int rows) {
+  const int width = streams * d;
+  const size_t count = static_cast<size_t>(rows) * width;
+  Bf16Weight norm({width}, 0.1f);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  std::vector<float> stream(count), y(static_cast<size_t>(rows) * d), inject(static_cast<size_t>(rows) * streams);
+  for (float& v : stream) v = dist(rng());
+  for (float& v : y) v = dist(rng());
+  for (float& v : inject) v = 1.0f + 0.5f * dist(rng());
+  DeviceBuffer<float> d_y(y), d_inject(inject), want_stream(stream), got_stream(stream), want_normed(count), got_normed(count),
+      want_scratch(count), got_scratch(count);
+  launch_hc_write(d_y.data(), d_inject.data(), rows, streams, d, want_stream.data(), nullptr);
+  launch_rms_norm(want_stream.data(), norm.device.data(), rows, width, d, 1e-6f, want_normed.data(), nullptr);
+  const SplitActivations want = launch_split_bf16(want_normed.data(), rows, width, want_scratch.data(), nullptr);
+  const SplitActivations got = launch_hc_write_norm_split(d_y.data(), d_inject.data(), rows, streams, d, got_stream.data(),
+                                                          norm.device.data(), 1e-6f, got_normed.data(), got_scratch.data(),
+                                                          nullptr);
+  IMP_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::string shape = "S " + std::to_string(streams) + " d " + std::to_string(d) + " rows " + std::to_string(rows);
+  EXPECT_TRUE(got_stream.download() == want_stream.download()) << shape << ": streams";
+  EXPECT_TRUE(got_normed.download() == want_normed.download()) << shape << ": normed";
+  EXPECT_TRUE(got_scratch.download() == want_scratch.download()) << shape << ": split terms";
+  EXPECT_EQ(got.rows, want.rows);
+  EXPECT_EQ(got.k, want.k);
+  EXPECT_EQ(got.lo - got.hi, want.lo - want.hi);  // the same layout in the scratch
+}
+
+TEST(GpuHyperConnection, FusedWriteNormSplitMatchesTheSeparateKernels) {
+  check_write_norm_split(4, 2560, 3);  // released: 640 quads per stream over 256 threads
+  check_write_norm_split(3, 64, 5);    // 16 quads per stream: one warp
+  check_write_norm_split(2, 1028, 2);  // 257 quads: a partial last warp, more quads than threads
+}
 
 }  // namespace
 }  // namespace imp::cuda

@@ -1,5 +1,7 @@
 #include "cuda/kernels/hyper_connection.h"
 
+#include <cuda_bf16.h>
+
 #include <algorithm>
 
 #include "cuda/check.h"
@@ -50,6 +52,65 @@ __global__ void hc_write_kernel(const float* y, const float* inject, int streams
 }
 
 constexpr int kMaxStreams = 8;
+
+// One block per row (see launch_hc_write_norm_split). Each stream's quads are visited by the threads in the
+// order of rms_norm_kernel<4>, and its sums meet through the same reduction, so every value matches the three
+// kernels it replaces bit for bit. The second pass reads back the row this block wrote (L1/L2).
+__global__ void hc_write_norm_split_kernel(const float* y, const float* inject, int streams, int d, float* stream_rows,
+                                           const uint16_t* nw, float eps, float* normed, __nv_bfloat16* hi,
+                                           __nv_bfloat16* lo) {
+  pdl_begin();
+  __shared__ float partial[kMaxStreams][32];
+  __shared__ float inv_s[kMaxStreams];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, quads = d / 4;
+  const size_t row = blockIdx.x, width = static_cast<size_t>(streams) * d;
+  const float4* y4 = reinterpret_cast<const float4*>(y + row * d);
+  for (int s = 0; s < streams; ++s) {
+    const float a = inject[row * streams + s];
+    float4* h4 = reinterpret_cast<float4*>(stream_rows + row * width + static_cast<size_t>(s) * d);
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < quads; i += blockDim.x) {
+      const float4 h = h4[i], v = y4[i];
+      const float4 n = make_float4(h.x + a * v.x, h.y + a * v.y, h.z + a * v.z, h.w + a * v.w);
+      h4[i] = n;
+      sum += n.x * n.x + n.y * n.y + n.z * n.z + n.w * n.w;
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) partial[s][warp] = sum;
+  }
+  __syncthreads();
+  if (threadIdx.x < kWarp) {
+    for (int s = 0; s < streams; ++s) {
+      const float t = warp_sum(threadIdx.x < blockDim.x / kWarp ? partial[s][threadIdx.x] : 0.0f);
+      if (threadIdx.x == 0) inv_s[s] = rsqrtf(t / static_cast<float>(d) + eps);
+    }
+  }
+  __syncthreads();  // also orders this block's stream writes before the reads below
+  for (int s = 0; s < streams; ++s) {
+    const float inv = inv_s[s];
+    const size_t at = (row * width + static_cast<size_t>(s) * d) / 4;  // in quads
+    const float4* h4 = reinterpret_cast<const float4*>(stream_rows) + at;
+    const uint2* w = reinterpret_cast<const uint2*>(nw + static_cast<size_t>(s) * d);
+    for (int i = threadIdx.x; i < quads; i += blockDim.x) {
+      const float4 v = h4[i];
+      const uint2 wv = w[i];
+      const float4 o = make_float4(v.x * inv * (1.0f + bf16_bits_to_float(wv.x & 0xffffu)),
+                                   v.y * inv * (1.0f + bf16_bits_to_float(wv.x >> 16)),
+                                   v.z * inv * (1.0f + bf16_bits_to_float(wv.y & 0xffffu)),
+                                   v.w * inv * (1.0f + bf16_bits_to_float(wv.y >> 16)));
+      reinterpret_cast<float4*>(normed)[at + i] = o;
+      const float vals[4] = {o.x, o.y, o.z, o.w};
+      __nv_bfloat16 h[4], l[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        h[e] = __float2bfloat16_rn(vals[e]);
+        l[e] = __float2bfloat16_rn(vals[e] - __bfloat162float(h[e]));
+      }
+      reinterpret_cast<uint2*>(hi)[at + i] = *reinterpret_cast<const uint2*>(h);
+      reinterpret_cast<uint2*>(lo)[at + i] = *reinterpret_cast<const uint2*>(l);
+    }
+  }
+}
 
 // 8 bf16 values from 16 bytes.
 __device__ __forceinline__ void load8_bf16(const uint16_t* p, float* out) {
@@ -223,6 +284,28 @@ void launch_hc_mix(const float* mix, const float* normed, int32_t rows, int32_t 
                    cudaStream_t stream) {
   launch_kernel(hc_mix_kernel, dim3((d + kThreads - 1) / kThreads, rows), kThreads, 0, stream, 1,
                 mix, normed, streams, d, x);
+}
+
+SplitActivations launch_hc_write_norm_split(const float* y, const float* inject, int32_t rows, int32_t streams,
+                                            int32_t d, float* stream_rows, const uint16_t* norm_weight, float eps,
+                                            float* normed, float* split_scratch, cudaStream_t stream) {
+  if (d % 4 != 0 || streams < 1 || streams > kMaxStreams) {
+    throw_invalid_launch("hc_write_norm_split: d % 4 != 0 or streams outside [1, 8]");
+  }
+  auto misaligned = [](const void* p, uintptr_t to) { return reinterpret_cast<uintptr_t>(p) % to != 0; };
+  if (misaligned(y, 16) || misaligned(stream_rows, 16) || misaligned(normed, 16) || misaligned(norm_weight, 8) ||
+      misaligned(split_scratch, 16)) {
+    throw_invalid_launch("hc_write_norm_split: y, streams, normed and scratch 16-byte aligned, norm weight 8-byte");
+  }
+  const size_t count = static_cast<size_t>(rows) * streams * d;
+  auto* hi = reinterpret_cast<__nv_bfloat16*>(split_scratch);
+  __nv_bfloat16* lo = hi + count;  // count % 4 == 0: 8-byte aligned
+  if (rows > 0) {
+    const int threads = std::min(256, (d / 4 + kWarp - 1) / kWarp * kWarp);  // as launch_rms_norm
+    launch_kernel(hc_write_norm_split_kernel, rows, threads, 0, stream, 1, y, inject, streams, d, stream_rows,
+                  norm_weight, eps, normed, hi, lo);
+  }
+  return {reinterpret_cast<const uint16_t*>(hi), reinterpret_cast<const uint16_t*>(lo), rows, streams * d};
 }
 
 void launch_hc_write(const float* y, const float* inject, int32_t rows, int32_t streams, int32_t d, float* stream_rows,

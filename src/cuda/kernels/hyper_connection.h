@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "cuda/kernels/gemm_bf16_split.h"
+
 namespace imp::cuda {
 
 // raw_low [rows, rank] and raw_inject [rows, injects] (the down and inject projections of N) -> low [rows, rank] =
@@ -34,5 +36,13 @@ void launch_hc_read_up_mix(const float* stream_row, const uint16_t* norm_weight,
 // stream [rows, S*d] += inject[row, s] * y[row, j].
 void launch_hc_write(const float* y, const float* inject, int32_t rows, int32_t streams, int32_t d, float* stream_rows,
                      cudaStream_t stream);
+
+// Prefill: the write above, then the next read's grouped (1 + w) RMSNorm of the streams into normed [rows, S*d] and
+// its split bf16 terms into split_scratch (as launch_split_bf16), in one pass over each row instead of three
+// kernels. Bit for bit launch_hc_write, launch_rms_norm (groups of d) and launch_split_bf16 in sequence. d % 4 ==
+// 0, S <= 8; y, stream_rows and normed 16-byte aligned, norm_weight 8-byte aligned.
+SplitActivations launch_hc_write_norm_split(const float* y, const float* inject, int32_t rows, int32_t streams,
+                                            int32_t d, float* stream_rows, const uint16_t* norm_weight, float eps,
+                                            float* normed, float* split_scratch, cudaStream_t stream);
 
 }  // namespace imp::cuda
