@@ -39,8 +39,10 @@ void launch_hc_write(const float* y, const float* inject, int32_t rows, int32_t 
 
 // Prefill: the write above, then the next read's grouped (1 + w) RMSNorm of the streams into normed [rows, S*d] and
 // its split bf16 terms into split_scratch (as launch_split_bf16), in one pass over each row instead of three
-// kernels. Bit for bit launch_hc_write, launch_rms_norm (groups of d) and launch_split_bf16 in sequence. d % 4 ==
-// 0, S <= 8; y, stream_rows and normed 16-byte aligned, norm_weight 8-byte aligned.
+// kernels. Bit for bit launch_hc_write, launch_rms_norm (groups of d; its row kernel, which it takes above 64
+// (row, group) items: few wide rows go to its cluster kernel, whose sums may differ in the last bit) and
+// launch_split_bf16 in sequence. d % 4 == 0, S <= 8; y, stream_rows and normed 16-byte aligned, norm_weight
+// 8-byte aligned.
 SplitActivations launch_hc_write_norm_split(const float* y, const float* inject, int32_t rows, int32_t streams,
                                             int32_t d, float* stream_rows, const uint16_t* norm_weight, float eps,
                                             float* normed, float* split_scratch, cudaStream_t stream);
