@@ -64,8 +64,11 @@ TEST(GpuKernels, GemvBf16MatchesCpuLinear) {
 }
 
 TEST(GpuKernels, RmsNormMatchesCpu) {
-  // Decode shapes take the 4-block cluster kernel (a group of 1025: uneven slices), the others one block per group.
-  for (auto [rows, width, group] : {std::tuple{4, 10240, 2560}, {1, 10240, 2560}, {2, 2050, 1025}, {24, 256, 256}, {3, 128, 128}}) {
+  // Decode shapes take the 4-block cluster kernel (a group of 1025: uneven slices), the others one block per group:
+  // 16-byte loads when the group is a multiple of 4 (prefill's 20 x 4 groups of 2560: three quads per thread), one
+  // float per load otherwise (70 x 2 groups of 1025).
+  for (auto [rows, width, group] : {std::tuple{4, 10240, 2560}, {1, 10240, 2560}, {2, 2050, 1025}, {24, 256, 256}, {3, 128, 128},
+                                    {20, 10240, 2560}, {70, 2050, 1025}}) {
     const auto x = random_floats(static_cast<size_t>(rows) * width, 3.0f);
     const auto wf = random_floats(static_cast<size_t>(width), 0.1f);
     const auto w = to_bf16(wf);
