@@ -6,33 +6,29 @@
 
 #include "cuda/blas.h"
 #include "cuda/check.h"
+#include "cuda/kernels/prefill_common.cuh"
 
 namespace imp::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 
-// hi = bf16_rn(x), lo = bf16_rn(x - hi): x == hi + lo to about 16 significant bits. Four values per thread and
-// step (16-byte loads, 8-byte stores) when count % 4 == 0 (lo = hi + count is then 8-byte aligned), else one.
-__device__ __forceinline__ void split_one(float v, __nv_bfloat16& h, __nv_bfloat16& l) {
-  h = __float2bfloat16_rn(v);
-  l = __float2bfloat16_rn(v - __bfloat162float(h));
-}
-
+// hi = bf16_rn(x), lo = bf16_rn(x - hi): x == hi + lo to about 16 significant bits (prefill::split_bf16x4). Four
+// values per thread and step (16-byte loads, 8-byte stores) when count % 4 == 0 (lo = hi + count is then 8-byte
+// aligned), else one.
 __global__ void split_bf16_kernel(const float* x, size_t count, __nv_bfloat16* hi, __nv_bfloat16* lo) {
   const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x, first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-  const size_t quads = count % 4 == 0 ? count / 4 : 0;
-  for (size_t i = first; i < quads; i += step) {
-    const float4 v = reinterpret_cast<const float4*>(x)[i];
-    __nv_bfloat16 h[4], l[4];
-    split_one(v.x, h[0], l[0]);
-    split_one(v.y, h[1], l[1]);
-    split_one(v.z, h[2], l[2]);
-    split_one(v.w, h[3], l[3]);
-    reinterpret_cast<uint2*>(hi)[i] = *reinterpret_cast<const uint2*>(h);
-    reinterpret_cast<uint2*>(lo)[i] = *reinterpret_cast<const uint2*>(l);
+  if (count % 4 == 0) {
+    for (size_t i = first; i < count / 4; i += step) {
+      prefill::split_bf16x4(reinterpret_cast<const float4*>(x)[i], reinterpret_cast<uint2*>(hi)[i], reinterpret_cast<uint2*>(lo)[i]);
+    }
+    return;
   }
-  for (size_t i = quads * 4 + first; i < count; i += step) split_one(x[i], hi[i], lo[i]);
+  for (size_t i = first; i < count; i += step) {
+    const __nv_bfloat16 h = __float2bfloat16_rn(x[i]);
+    hi[i] = h;
+    lo[i] = __float2bfloat16_rn(x[i] - __bfloat162float(h));
+  }
 }
 
 }  // namespace

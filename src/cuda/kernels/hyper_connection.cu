@@ -8,6 +8,7 @@
 #include "cuda/launch.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
+#include "cuda/kernels/prefill_common.cuh"
 
 namespace imp::cuda {
 namespace {
@@ -99,15 +100,7 @@ __global__ void hc_write_norm_split_kernel(const float* y, const float* inject, 
                                    v.z * inv * (1.0f + bf16_bits_to_float(wv.y & 0xffffu)),
                                    v.w * inv * (1.0f + bf16_bits_to_float(wv.y >> 16)));
       reinterpret_cast<float4*>(normed)[at + i] = o;
-      const float vals[4] = {o.x, o.y, o.z, o.w};
-      __nv_bfloat16 h[4], l[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        h[e] = __float2bfloat16_rn(vals[e]);
-        l[e] = __float2bfloat16_rn(vals[e] - __bfloat162float(h[e]));
-      }
-      reinterpret_cast<uint2*>(hi)[at + i] = *reinterpret_cast<const uint2*>(h);
-      reinterpret_cast<uint2*>(lo)[at + i] = *reinterpret_cast<const uint2*>(l);
+      prefill::split_bf16x4(o, reinterpret_cast<uint2*>(hi)[at + i], reinterpret_cast<uint2*>(lo)[at + i]);
     }
   }
 }

@@ -61,6 +61,20 @@ __device__ __forceinline__ uint16_t bf16_bits(float v) {
 // decode_e2m1x8 (eight E2M1 values to four bf16x2 words), e4m3x2_to_float2_scaled and kScaleFold come from
 // fp_codes.cuh.
 
+// The two bf16 terms of fp32-grade GEMM inputs (gemm_bf16_split.h): hi = bf16_rn(v), lo = bf16_rn(v - hi), for
+// four values as two 8-byte words each.
+__device__ __forceinline__ void split_bf16x4(float4 v, uint2& hi, uint2& lo) {
+  const float vals[4] = {v.x, v.y, v.z, v.w};
+  __nv_bfloat16 h[4], l[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    h[e] = __float2bfloat16_rn(vals[e]);
+    l[e] = __float2bfloat16_rn(vals[e] - __bfloat162float(h[e]));
+  }
+  hi = *reinterpret_cast<const uint2*>(h);
+  lo = *reinterpret_cast<const uint2*>(l);
+}
+
 // a (bf16x2) times s (bf16x2): exact when the true product is representable (E2M1 x E4M3 always is).
 __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t s) {
   const __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&s));
