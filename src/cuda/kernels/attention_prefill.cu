@@ -12,6 +12,7 @@ namespace {
 using namespace prefill;
 
 constexpr int kRows = 64, kKeys = 64, kThreads = 128;
+static_assert(kThreads >= kRows + kKeys, "threads 0..63 find the keys each row attends, the last 64 the rows of the keys");
 
 template <int D>
 constexpr size_t smem_bytes() {
@@ -56,6 +57,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   __shared__ int s_pos[kRows];
   __shared__ int s_max;
   __shared__ uint64_t s_keys[kRows];  // the keys of the current tile each row attends (tile_keys)
+  __shared__ int64_t s_row[kKeys];    // element offset of each key's row of this tile in the cache; -1 beyond max_pos
 
   const int row0 = (gridDim.x - 1 - blockIdx.x) * kRows;  // the longest rows first
   const int h = blockIdx.y;
@@ -94,13 +96,18 @@ __global__ void __launch_bounds__(kThreads, 2)
     // Which keys of the tile each row attends; a tile no row attends is skipped (masked rows).
     const uint64_t my_keys = tid < kRows ? tile_keys(kt * kKeys, s_pos[tid], mask_row, ratio) : 0;
     if (tid < kRows) s_keys[tid] = my_keys;
+    if (tid >= kThreads - kKeys) {  // the other threads: where each key's K/V row lives (one page lookup per key)
+      const int n = kt * kKeys + tid - (kThreads - kKeys);
+      s_row[tid - (kThreads - kKeys)] =
+          n <= max_pos ? (static_cast<int64_t>(table[n / page_size]) * page_size + n % page_size) * width + kvh * D : -1;
+    }
     if (!__syncthreads_or(my_keys != 0)) continue;
     // K and V of tokens kt*64 .. kt*64+63 (zero beyond max_pos: masked, and V must stay finite).
     for (int e = tid; e < kKeys * D / 8; e += kThreads) {
-      const int r = e / (D / 8), d8 = (e % (D / 8)) * 8, n = kt * kKeys + r;
-      const bool ok = n <= max_pos;
-      size_t idx = 0;
-      if (ok) idx = (static_cast<size_t>(table[n / page_size]) * page_size + n % page_size) * width + kvh * D + d8;
+      const int r = e / (D / 8), d8 = (e % (D / 8)) * 8;
+      const int64_t row = s_row[r];
+      const bool ok = row >= 0;
+      const size_t idx = ok ? static_cast<size_t>(row + d8) : 0;
       if constexpr (kBf16) {
         const uint16_t* kb = static_cast<const uint16_t*>(cache.keys);
         const uint16_t* vb = static_cast<const uint16_t*>(cache.values);
@@ -143,13 +150,14 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
     // Mask (causal and block), scale, online softmax (rows g and g + 8; the 4 lanes of a quad share a row).
-    const uint64_t keys_g = s_keys[warp * 16 + g], keys_g8 = s_keys[warp * 16 + g + 8];
+    // Key ni * 8 + 2c + (e & 1) is bit ni * 8 + (e & 1) after the shift by 2c: constant shifts below.
+    const uint64_t keys_g = s_keys[warp * 16 + g] >> (2 * c), keys_g8 = s_keys[warp * 16 + g + 8] >> (2 * c);
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int ni = 0; ni < 8; ++ni) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const bool visible = ((e < 2 ? keys_g : keys_g8) >> (ni * 8 + 2 * c + (e & 1))) & 1;
+        const bool visible = ((e < 2 ? keys_g : keys_g8) >> (ni * 8 + (e & 1))) & 1;
         const float v = visible ? s[ni][e] * scale : -INFINITY;
         s[ni][e] = v;
         if (e < 2) mx0 = fmaxf(mx0, v); else mx1 = fmaxf(mx1, v);
