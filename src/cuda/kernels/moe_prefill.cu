@@ -135,7 +135,7 @@ __device__ __forceinline__ void bf16_fragment(const uint16_t* w, int rows, int c
 // Block: one tile (<= 64 pairs of one slot) x 8 strips of 16 intermediate rows, gate and up together, then
 // SwiGLU; act [pairs in bucket order, padded_intermediate] bf16.
 template <bool kNvfp4>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)  // 128 registers: two blocks per SM
     moe_gate_up_kernel(const uint8_t* __restrict__ pool, const model::SlotScales* __restrict__ scales,
                        model::ExpertSlotLayout layout, const uint16_t* __restrict__ x16, const int32_t* __restrict__ sorted,
                        const int4* __restrict__ tiles, const int32_t* __restrict__ num_tiles, int k,
@@ -198,34 +198,38 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (kNvfp4) {
     if (active) fetch(0);
   }
-  for (int st = 0; st < chunks; ++st) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();
-    const int next = st + kStages - 1;
-    if (next < chunks) load_chunk(next, next % kStages);
-    cp_async_commit();
-    if (!active) continue;
-    const uint32_t cg[4] = {rg.x, rg.y, rg.z, rg.w}, cu[4] = {ru.x, ru.y, ru.z, ru.w};
-    const uint32_t csg0 = sg0, csg1 = sg1, csu0 = su0, csu1 = su1;
-    if constexpr (kNvfp4) {
-      if (st + 1 < chunks) fetch(st + 1);
-    }
-    const uint16_t* xst = xs + (st % kStages) * kStageElems;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      uint32_t ag[4], au[4];
+  // Activation fragments through ldmatrix: this lane's byte address in stage 0, q 0, pair group 0.
+  const uint32_t xs_lane = smem_addr(xs) + 2 * (((lane & 7) + ((lane >> 4) << 3)) * kXStride + ((lane >> 3) & 1) * 8);
+  // The k loop for a tile of NJ groups of 16 pairs (block-uniform), so no group is tested inside it and the
+  // accumulators of absent groups stay constant zeros.
+  auto k_loop = [&]<int NJ>() {
+    for (int st = 0; st < chunks; ++st) {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+      const int next = st + kStages - 1;
+      if (next < chunks) load_chunk(next, next % kStages);
+      cp_async_commit();
+      if (!active) continue;
+      const uint32_t cg[4] = {rg.x, rg.y, rg.z, rg.w}, cu[4] = {ru.x, ru.y, ru.z, ru.w};
+      const uint32_t csg0 = sg0, csg1 = sg1, csu0 = su0, csu1 = su1;
       if constexpr (kNvfp4) {
-        nvfp4_fragment(cg[q], csg0, csg1, q, ag);
-        nvfp4_fragment(cu[q], csu0, csu1, q, au);
-      } else {
-        bf16_fragment(reinterpret_cast<const uint16_t*>(base + layout.gate.codes), I, H, strip * 16, st * 64 + q * 16, ag);
-        bf16_fragment(reinterpret_cast<const uint16_t*>(base + layout.up.codes), I, H, strip * 16, st * 64 + q * 16, au);
+        if (st + 1 < chunks) fetch(st + 1);
       }
+      const uint32_t xst = xs_lane + 2 * (st % kStages) * kStageElems;
 #pragma unroll
-      for (int nj = 0; nj < 4; ++nj) {
-        if (nj * 16 < count) {  // block-uniform
+      for (int q = 0; q < 4; ++q) {
+        uint32_t ag[4], au[4];
+        if constexpr (kNvfp4) {
+          nvfp4_fragment(cg[q], csg0, csg1, q, ag);
+          nvfp4_fragment(cu[q], csu0, csu1, q, au);
+        } else {
+          bf16_fragment(reinterpret_cast<const uint16_t*>(base + layout.gate.codes), I, H, strip * 16, st * 64 + q * 16, ag);
+          bf16_fragment(reinterpret_cast<const uint16_t*>(base + layout.up.codes), I, H, strip * 16, st * 64 + q * 16, au);
+        }
+#pragma unroll
+        for (int nj = 0; nj < NJ; ++nj) {
           uint32_t r[4];
-          ldmatrix_x4(r, xst + (nj * 16 + (lane & 7) + ((lane >> 4) << 3)) * kXStride + q * 16 + ((lane >> 3) & 1) * 8);
+          ldmatrix_x4_at(r, xst + 2 * (nj * 16 * kXStride + q * 16));
           mma_16816(accg[2 * nj], ag, r[0], r[1]);
           mma_16816(accu[2 * nj], au, r[0], r[1]);
           mma_16816(accg[2 * nj + 1], ag, r[2], r[3]);
@@ -233,6 +237,12 @@ __global__ void __launch_bounds__(kThreads)
         }
       }
     }
+  };
+  switch ((count + 15) / 16) {
+    case 1: k_loop.template operator()<1>(); break;
+    case 2: k_loop.template operator()<2>(); break;
+    case 3: k_loop.template operator()<3>(); break;
+    default: k_loop.template operator()<4>(); break;
   }
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with xs: it becomes the epilogue scratch
