@@ -277,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, 2)  // 128 registers: two blocks per
 // Block: one tile x 8 strips of 16 output rows of down; writes the weighted fp32 partial of each pair,
 // partial [pairs in bucket order, hidden].
 template <bool kNvfp4>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 3)  // up to 80 registers: three blocks per SM
     moe_down_kernel(const uint8_t* __restrict__ pool, const model::SlotScales* __restrict__ scales,
                     model::ExpertSlotLayout layout, const uint16_t* __restrict__ act, const int32_t* __restrict__ sorted,
                     const float* __restrict__ weights, const int4* __restrict__ tiles,
@@ -335,37 +335,44 @@ __global__ void __launch_bounds__(kThreads)
   if constexpr (kNvfp4) {
     if (active) fetch(0);
   }
-  for (int st = 0; st < chunks; ++st) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();
-    const int next = st + kStages - 1;
-    if (next < chunks) load_chunk(next, next % kStages);
-    cp_async_commit();
-    if (!active) continue;
-    const uint32_t cd[4] = {rd.x, rd.y, rd.z, rd.w};
-    const uint32_t csd0 = sd0, csd1 = sd1;
-    if constexpr (kNvfp4) {
-      if (st + 1 < chunks) fetch(st + 1);
-    }
-    const uint16_t* xst = xs + (st % kStages) * kStageElems;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      uint32_t a[4];
+  const uint32_t xs_lane = smem_addr(xs) + 2 * (((lane & 7) + ((lane >> 4) << 3)) * kXStride + ((lane >> 3) & 1) * 8);
+  auto k_loop = [&]<int NJ>() {  // as in moe_gate_up_kernel
+    for (int st = 0; st < chunks; ++st) {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+      const int next = st + kStages - 1;
+      if (next < chunks) load_chunk(next, next % kStages);
+      cp_async_commit();
+      if (!active) continue;
+      const uint32_t cd[4] = {rd.x, rd.y, rd.z, rd.w};
+      const uint32_t csd0 = sd0, csd1 = sd1;
       if constexpr (kNvfp4) {
-        nvfp4_fragment(cd[q], csd0, csd1, q, a);
-      } else {
-        bf16_fragment(reinterpret_cast<const uint16_t*>(base + layout.down.codes), H, I, strip * 16, st * 64 + q * 16, a);
+        if (st + 1 < chunks) fetch(st + 1);
       }
+      const uint32_t xst = xs_lane + 2 * (st % kStages) * kStageElems;
 #pragma unroll
-      for (int nj = 0; nj < 4; ++nj) {
-        if (nj * 16 < count) {
+      for (int q = 0; q < 4; ++q) {
+        uint32_t a[4];
+        if constexpr (kNvfp4) {
+          nvfp4_fragment(cd[q], csd0, csd1, q, a);
+        } else {
+          bf16_fragment(reinterpret_cast<const uint16_t*>(base + layout.down.codes), H, I, strip * 16, st * 64 + q * 16, a);
+        }
+#pragma unroll
+        for (int nj = 0; nj < NJ; ++nj) {
           uint32_t r[4];
-          ldmatrix_x4(r, xst + (nj * 16 + (lane & 7) + ((lane >> 4) << 3)) * kXStride + q * 16 + ((lane >> 3) & 1) * 8);
+          ldmatrix_x4_at(r, xst + 2 * (nj * 16 * kXStride + q * 16));
           mma_16816(acc[2 * nj], a, r[0], r[1]);
           mma_16816(acc[2 * nj + 1], a, r[2], r[3]);
         }
       }
     }
+  };
+  switch ((count + 15) / 16) {
+    case 1: k_loop.template operator()<1>(); break;
+    case 2: k_loop.template operator()<2>(); break;
+    case 3: k_loop.template operator()<3>(); break;
+    default: k_loop.template operator()<4>(); break;
   }
   cp_async_wait<0>();
   __syncthreads();
