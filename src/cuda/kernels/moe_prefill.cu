@@ -157,15 +157,17 @@ __global__ void __launch_bounds__(kThreads, 2)  // 128 registers: two blocks per
   const bool active = strip < strips;
   const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
 
+  // Each thread copies 16 bytes of two activation rows per chunk, at the same column every chunk: the rows'
+  // addresses are found once.
+  static_assert(kTileTokens * 8 == 2 * kThreads, "two 16-byte copies per thread and chunk");
+  const int cc = (tid & 7) * 8, r0 = tid >> 3, r1 = r0 + kThreads / 8;
+  const uint16_t* src0 = tok[r0] >= 0 ? x16 + static_cast<size_t>(tok[r0]) * H + cc : nullptr;
+  const uint16_t* src1 = tok[r1] >= 0 ? x16 + static_cast<size_t>(tok[r1]) * H + cc : nullptr;
   auto load_chunk = [&](int st, int stage) {
-    uint16_t* dst = xs + stage * kStageElems;
-#pragma unroll
-    for (int i = 0; i < kTileTokens * 8 / kThreads; ++i) {
-      const int id = tid + i * kThreads, r = id >> 3, cc = (id & 7) * 8;
-      const int t = tok[r], gk = st * 64 + cc;
-      const bool ok = t >= 0 && gk < H;
-      cp_async16(dst + r * kXStride + cc, ok ? x16 + static_cast<size_t>(t) * H + gk : x16, ok);
-    }
+    uint16_t* dst = xs + stage * kStageElems + cc;
+    const bool in = st * 64 + cc < H;
+    cp_async16(dst + r0 * kXStride, src0 != nullptr && in ? src0 + st * 64 : x16, src0 != nullptr && in);
+    cp_async16(dst + r1 * kXStride, src1 != nullptr && in ? src1 + st * 64 : x16, src1 != nullptr && in);
   };
 
   // NVFP4: the next supertile's codes and scales are fetched one step ahead.
