@@ -83,6 +83,34 @@ void run_case(int streams, int d, int rank, int rows) {
 TEST(GpuHyperConnection, ReadAndWriteMatchCpuAtReleasedShapes) { run_case(4, 2560, 320, 2); }
 TEST(GpuHyperConnection, ReadAndWriteMatchCpuWithThreeStreams) { run_case(3, 64, 16, 5); }
 
+// launch_hc_mix on both of its paths: four outputs per thread (d % 4 == 0, aligned) and one (d = 66), against
+// the formula in float. Tolerance 1e-6 of the scale: expf on the device and std::exp on the host may differ by
+// an ulp or two, nothing else differs.
+void check_mix(int streams, int d, int rows) {
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  std::vector<float> mix(static_cast<size_t>(rows) * streams * d), normed(mix.size());
+  for (float& v : mix) v = dist(rng());
+  for (float& v : normed) v = dist(rng());
+  std::vector<float> want(static_cast<size_t>(rows) * d);
+  for (int r = 0; r < rows; ++r) {
+    for (int j = 0; j < d; ++j) {
+      float sum = 0.0f;
+      for (int s = 0; s < streams; ++s) {
+        const size_t at = (static_cast<size_t>(r) * streams + s) * d + j;
+        sum += 1.0f / (1.0f + std::exp(-mix[at])) * normed[at];
+      }
+      want[static_cast<size_t>(r) * d + j] = sum * (1.0f / static_cast<float>(streams));
+    }
+  }
+  DeviceBuffer<float> d_mix(mix), d_normed(normed), d_x(want.size());
+  launch_hc_mix(d_mix.data(), d_normed.data(), rows, streams, d, d_x.data(), nullptr);
+  EXPECT_LE(max_rel_diff(d_x.download(), want), 1e-6) << "streams " << streams << " d " << d << " rows " << rows;
+}
+TEST(GpuHyperConnection, MixMatchesTheFormulaOnBothPaths) {
+  check_mix(4, 2560, 3);  // 16-byte path
+  check_mix(3, 66, 5);    // one output per thread
+}
+
 // The prefill's fused write + norm + split (launch_hc_write_norm_split) against the three kernels it replaces,
 // bit for bit: the same values and the same summation order (the streams, the normed rows and both split terms).
 // Every shape has more than 64 (row, group) items or groups below 1024, so launch_rms_norm takes its row kernel

@@ -142,6 +142,24 @@ __device__ __forceinline__ void acc_zero(Acc& d) {
 __device__ __forceinline__ int acc_row(int e) { return ((threadIdx.x % kWarp) >> 2) + 8 * (e >> 1); }
 __device__ __forceinline__ int acc_col(int e) { return 2 * (threadIdx.x & 3) + (e & 1); }
 
+// f(i, c) for every i < rows, c < cols, over the block's kBlockThreads threads in the order of the flat index
+// e = tid + k * kBlockThreads (i = e / cols, c = e % cols): the divisions once, then steps (cols is a runtime
+// value, and a division per element cost more than the copies it indexes).
+template <int kBlockThreads, typename F>
+__device__ __forceinline__ void for_each_in_block(int rows, int cols, F f) {
+  int i = threadIdx.x / cols, c = threadIdx.x % cols;
+  const int di = kBlockThreads / cols, dc = kBlockThreads % cols;
+  while (i < rows) {
+    f(i, c);
+    i += di;
+    c += dc;
+    if (c >= cols) {
+      c -= cols;
+      ++i;
+    }
+  }
+}
+
 // ---- workspace ---------------------------------------------------------------------------------------------
 
 // Per (head, chunk) record, floats, all row-major: W [64][dk], Kp [64][dk] (K e^(gamma_C - gamma)),
@@ -283,11 +301,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   __syncthreads();  // Akk ready; the products' reads of Qs are done
   // Qg, Kp to the record; the 16x16 diagonal blocks of L^-1 by forward substitution, one column per thread.
-  for (int e = tid; e < kC * dk; e += kThreads) {
-    const int i = e / dk, d = e % dk;
-    rec[lay.qg() + e] = QV[i * lq + d] * eg[i];
-    rec[lay.kp() + e] = Ks[i * lq + d] * ekp[i];
-  }
+  for_each_in_block<kThreads>(kC, dk, [&](int i, int d) {
+    rec[lay.qg() + i * dk + d] = QV[i * lq + d] * eg[i];
+    rec[lay.kp() + i * dk + d] = Ks[i * lq + d] * ekp[i];
+  });
   if (tid == 0) rec[lay.gc()] = expf(gam[kC - 1]);
   if (tid < kC) {
     const int base = 16 * (tid >> 4), c = tid & 15;
@@ -301,26 +318,23 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   __syncthreads();  // Qs free; diagonal blocks ready
-  for (int e = tid; e < kC * dv; e += kThreads) {
-    const int i = e / dv, c = e % dv;
+  for_each_in_block<kThreads>(kC, dv, [&](int i, int c) {
     QV[i * lv + c] = i < n ? beta[i] * conv_out[static_cast<size_t>(c0 + i) * channels + 2 * key_total + h * dv + c] : 0.0f;
-  }
+  });
   // Block rows 1..3 of L^-1: T[r, :w] = -D_r (A[r, :w] T[:w, :w]) with w = 16 r (L T = I by block rows).
   for (int br = 1; br < 4; ++br) {
     const int wd = 16 * br;
-    for (int e = tid; e < 16 * wd; e += kThreads) {
-      const int r = e / wd, c = e % wd;
+    for_each_in_block<kThreads>(16, wd, [&](int r, int c) {
       float s = 0.0f;
       for (int k = c; k < wd; ++k) s += Akk[(wd + r) * kLa + k] * Tm[k * kLa + c];
       R[r * 48 + c] = s;
-    }
+    });
     __syncthreads();
-    for (int e = tid; e < 16 * wd; e += kThreads) {
-      const int r = e / wd, c = e % wd;
+    for_each_in_block<kThreads>(16, wd, [&](int r, int c) {
       float s = 0.0f;
       for (int m = 0; m <= r; ++m) s += Tm[(wd + r) * kLa + wd + m] * R[m * 48 + c];
       Tm[(wd + r) * kLa + c] = -s;
-    }
+    });
     __syncthreads();
   }
   // [W | U] = L^-1 [beta e^gamma K | beta V]: warp -> 16-column pairs of n-tiles, all four m-tiles (the
@@ -437,11 +451,9 @@ __global__ void __launch_bounds__(NC * 8, 256 / (NC * 8) * 2)
   };
   auto issue_wu = [&](int chunk) {
     const float* rec = recs + static_cast<size_t>(chunk) * lay.stride();
-    const int q4 = dk / 4;
-    for (int e = tid; e < kC * q4; e += kScanThreads) {
-      const int i = e / q4, c = (e % q4) * 4;
-      cp_async16(Ws + i * lw + c, rec + lay.w() + static_cast<size_t>(i) * dk + c, true);
-    }
+    for_each_in_block<kScanThreads>(kC, dk / 4, [&](int i, int c4) {
+      cp_async16(Ws + i * lw + 4 * c4, rec + lay.w() + static_cast<size_t>(i) * dk + 4 * c4, true);
+    });
     for (int e = tid; e < kC * NC / 4; e += kScanThreads) {
       const int i = e / (NC / 4), c = (e % (NC / 4)) * 4;
       cp_async16(Us + i * NC + c, rec + lay.u() + static_cast<size_t>(i) * dv + col0 + c, true);
@@ -449,11 +461,9 @@ __global__ void __launch_bounds__(NC * 8, 256 / (NC * 8) * 2)
   };
   auto issue_kp = [&](int chunk) {
     const float* rec = recs + static_cast<size_t>(chunk) * lay.stride();
-    const int q4 = dk / 4;
-    for (int e = tid; e < kC * q4; e += kScanThreads) {
-      const int i = e / q4, c = (e % q4) * 4;
-      cp_async16(Kps + i * lk + c, rec + lay.kp() + static_cast<size_t>(i) * dk + c, true);
-    }
+    for_each_in_block<kScanThreads>(kC, dk / 4, [&](int i, int c4) {
+      cp_async16(Kps + i * lk + 4 * c4, rec + lay.kp() + static_cast<size_t>(i) * dk + 4 * c4, true);
+    });
   };
   issue_wu(0);
   cp_async_commit();
@@ -575,15 +585,13 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   // Phase 1: Qg S.
   {
-    const int la = dk + 4, q4 = dk / 4, v4 = dv / 4;
-    for (int e = tid; e < kC * q4; e += kThreads) {
-      const int i = e / q4, c = (e % q4) * 4;
-      cp_async16(As + i * la + c, rec + lay.qg() + static_cast<size_t>(i) * dk + c, true);
-    }
-    for (int e = tid; e < dk * v4; e += kThreads) {
-      const int r = e / v4, c = (e % v4) * 4;
-      cp_async16(Bs + r * lb + c, state + static_cast<size_t>(r) * dv + c, true);
-    }
+    const int la = dk + 4;
+    for_each_in_block<kThreads>(kC, dk / 4, [&](int i, int c4) {
+      cp_async16(As + i * la + 4 * c4, rec + lay.qg() + static_cast<size_t>(i) * dk + 4 * c4, true);
+    });
+    for_each_in_block<kThreads>(dk, dv / 4, [&](int r, int c4) {
+      cp_async16(Bs + r * lb + 4 * c4, state + static_cast<size_t>(r) * dv + 4 * c4, true);
+    });
     cp_async_commit();
   }
   Acc acc[kMaxDim / 16];
@@ -608,15 +616,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   __syncthreads();
   // Phase 2: + Aqk V' (Aqk is zero above the diagonal: k-steps past the m-tile skipped).
   {
-    const int v4 = dv / 4;
     for (int e = tid; e < kC * kC / 4; e += kThreads) {
       const int i = e / (kC / 4), c = (e % (kC / 4)) * 4;
       cp_async16(As + i * kLa + c, rec + lay.aqk() + i * kC + c, true);
     }
-    for (int e = tid; e < kC * v4; e += kThreads) {
-      const int r = e / v4, c = (e % v4) * 4;
-      cp_async16(Bs + r * lb + c, rec + lay.u() + static_cast<size_t>(r) * dv + c, true);
-    }
+    for_each_in_block<kThreads>(kC, dv / 4, [&](int r, int c4) {
+      cp_async16(Bs + r * lb + 4 * c4, rec + lay.u() + static_cast<size_t>(r) * dv + 4 * c4, true);
+    });
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
