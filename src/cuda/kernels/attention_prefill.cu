@@ -187,14 +187,12 @@ __global__ void __launch_bounds__(kThreads, 2)
     l1 = l1 * corr1 + sum1;
     m0 = mn0;
     m1 = mn1;
-    if (__any_sync(0xffffffffu, corr0 != 1.0f || corr1 != 1.0f)) {  // skipped when no row's maximum moved
 #pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        o[dt][0] *= corr0;
-        o[dt][1] *= corr0;
-        o[dt][2] *= corr1;
-        o[dt][3] *= corr1;
-      }
+    for (int dt = 0; dt < D / 8; ++dt) {
+      o[dt][0] *= corr0;
+      o[dt][1] *= corr0;
+      o[dt][2] *= corr1;
+      o[dt][3] *= corr1;
     }
     // O += P V: P from the S accumulators as bf16 A fragments, V through ldmatrix.trans.
 #pragma unroll

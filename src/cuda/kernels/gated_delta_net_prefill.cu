@@ -301,10 +301,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   __syncthreads();  // Akk ready; the products' reads of Qs are done
   // Qg, Kp to the record; the 16x16 diagonal blocks of L^-1 by forward substitution, one column per thread.
-  for_each_in_block<kThreads>(kC, dk, [&](int i, int d) {
-    rec[lay.qg() + i * dk + d] = QV[i * lq + d] * eg[i];
-    rec[lay.kp() + i * dk + d] = Ks[i * lq + d] * ekp[i];
-  });
+  for (int e = tid; e < kC * dk; e += kThreads) {
+    const int i = e / dk, d = e % dk;
+    rec[lay.qg() + e] = QV[i * lq + d] * eg[i];
+    rec[lay.kp() + e] = Ks[i * lq + d] * ekp[i];
+  }
   if (tid == 0) rec[lay.gc()] = expf(gam[kC - 1]);
   if (tid < kC) {
     const int base = 16 * (tid >> 4), c = tid & 15;
@@ -318,23 +319,26 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   __syncthreads();  // Qs free; diagonal blocks ready
-  for_each_in_block<kThreads>(kC, dv, [&](int i, int c) {
+  for (int e = tid; e < kC * dv; e += kThreads) {
+    const int i = e / dv, c = e % dv;
     QV[i * lv + c] = i < n ? beta[i] * conv_out[static_cast<size_t>(c0 + i) * channels + 2 * key_total + h * dv + c] : 0.0f;
-  });
+  }
   // Block rows 1..3 of L^-1: T[r, :w] = -D_r (A[r, :w] T[:w, :w]) with w = 16 r (L T = I by block rows).
   for (int br = 1; br < 4; ++br) {
     const int wd = 16 * br;
-    for_each_in_block<kThreads>(16, wd, [&](int r, int c) {
+    for (int e = tid; e < 16 * wd; e += kThreads) {
+      const int r = e / wd, c = e % wd;
       float s = 0.0f;
       for (int k = c; k < wd; ++k) s += Akk[(wd + r) * kLa + k] * Tm[k * kLa + c];
       R[r * 48 + c] = s;
-    });
+    }
     __syncthreads();
-    for_each_in_block<kThreads>(16, wd, [&](int r, int c) {
+    for (int e = tid; e < 16 * wd; e += kThreads) {
+      const int r = e / wd, c = e % wd;
       float s = 0.0f;
       for (int m = 0; m <= r; ++m) s += Tm[(wd + r) * kLa + wd + m] * R[m * 48 + c];
       Tm[(wd + r) * kLa + c] = -s;
-    });
+    }
     __syncthreads();
   }
   // [W | U] = L^-1 [beta e^gamma K | beta V]: warp -> 16-column pairs of n-tiles, all four m-tiles (the
