@@ -68,8 +68,6 @@ __global__ void hc_write_kernel(const float* y, const float* inject, int streams
                  inject + static_cast<size_t>(row) * streams, streams, y[static_cast<size_t>(row) * d + j]);
 }
 
-constexpr int kMaxStreams = 8;
-
 // One block per row (see launch_hc_write_norm_split). Each stream's quads are visited by the threads in the
 // order of rms_norm_kernel<4>, and its sums meet through the same reduction, so every value matches the three
 // kernels it replaces bit for bit. The second pass reads back the row this block wrote (L1/L2).
@@ -77,8 +75,8 @@ __global__ void hc_write_norm_split_kernel(const float* y, const float* inject, 
                                            const uint16_t* nw, float eps, float* normed, __nv_bfloat16* hi,
                                            __nv_bfloat16* lo) {
   pdl_begin();
-  __shared__ float partial[kMaxStreams][32];
-  __shared__ float inv_s[kMaxStreams];
+  __shared__ float partial[kMaxHcStreams][32];
+  __shared__ float inv_s[kMaxHcStreams];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, quads = d / 4;
   const size_t row = blockIdx.x, width = static_cast<size_t>(streams) * d;
   const float4* y4 = reinterpret_cast<const float4*>(y + row * d);
@@ -143,7 +141,7 @@ constexpr int kReadBatch = 8;  // 16-byte loads issued together per lane
 __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const uint16_t* w, int rows_out, int rank,
                                     int streams, int parts, int d, float eps, float* low, float* inv_rms) {
   pdl_trigger();  // weights first; pdl_wait() before the stream is read (device_math.cuh)
-  __shared__ float sa[kMaxStreams * 4], sb[kMaxStreams * 4];
+  __shared__ float sa[kMaxHcStreams * 4], sb[kMaxHcStreams * 4];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int r = blockIdx.x, g = warp / parts, part = warp % parts;
   const int chunks = d / 8, per = (chunks + parts - 1) / parts;
@@ -214,7 +212,7 @@ __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const 
   const int j = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   if (j >= d) return;
   const int per_row = rank / 8, chunks = streams * per_row;
-  float dot[kMaxStreams] = {};
+  float dot[kMaxHcStreams] = {};
   for (int q0 = lane; q0 < chunks; q0 += kWarp * kReadBatch) {
     uint4 wv[kReadBatch];
 #pragma unroll
@@ -244,7 +242,7 @@ __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const 
                       wf[6] * l1.z + wf[7] * l1.w;
       // Unrolled over the groups so dot stays in registers.
 #pragma unroll
-      for (int gg = 0; gg < kMaxStreams; ++gg) {
+      for (int gg = 0; gg < kMaxHcStreams; ++gg) {
         if (gg == g) dot[gg] += v;
       }
     }
@@ -252,7 +250,7 @@ __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const 
   pdl_wait();  // lanes without chunks too, before the stream is read and x written
   float sum = 0.0f;
 #pragma unroll
-  for (int g = 0; g < kMaxStreams; ++g) {
+  for (int g = 0; g < kMaxHcStreams; ++g) {
     if (g >= streams) break;
     const float total = warp_sum(dot[g]);
     const size_t at = static_cast<size_t>(g) * d + j;
@@ -265,7 +263,7 @@ __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const 
 
 void launch_hc_read_down(const float* stream_row, const uint16_t* norm_weight, const uint16_t* down_inject, int32_t rows_out,
                          int32_t rank, int32_t streams, int32_t d, float eps, float* low, float* inv_rms, cudaStream_t stream) {
-  if (d % 8 != 0 || streams > kMaxStreams || streams < 1) throw_invalid_launch("hc_read_down: d % 8 != 0 or streams outside [1, 8]");
+  if (d % 8 != 0 || streams > kMaxHcStreams || streams < 1) throw_invalid_launch("hc_read_down: d % 8 != 0 or streams outside [1, 8]");
   const int parts = std::max(1, 8 / streams);  // 8 warps per row when S divides 8 (S * parts <= 32)
   launch_kernel(hc_read_down_kernel, rows_out, streams * parts * kWarp, 0, stream, 1,
                 stream_row, norm_weight, down_inject, rows_out, rank,
@@ -306,7 +304,7 @@ void launch_hc_mix(const float* mix, const float* normed, int32_t rows, int32_t 
 SplitActivations launch_hc_write_norm_split(const float* y, const float* inject, int32_t rows, int32_t streams,
                                             int32_t d, float* stream_rows, const uint16_t* norm_weight, float eps,
                                             float* normed, float* split_scratch, cudaStream_t stream) {
-  if (d % 4 != 0 || streams < 1 || streams > kMaxStreams) {
+  if (d % 4 != 0 || streams < 1 || streams > kMaxHcStreams) {
     throw_invalid_launch("hc_write_norm_split: d % 4 != 0 or streams outside [1, 8]");
   }
   auto misaligned = [](const void* p, uintptr_t to) { return reinterpret_cast<uintptr_t>(p) % to != 0; };

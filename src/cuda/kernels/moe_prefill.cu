@@ -132,6 +132,18 @@ __device__ __forceinline__ void bf16_fragment(const uint16_t* w, int rows, int c
   a[3] = at(r1, kk + 8);
 }
 
+// k_loop.operator()<NJ>() for a tile of `count` pairs, NJ = its groups of 16 pairs (1-4, block-uniform): the
+// kernels' k loops are instantiated per tile size so that no group is tested inside them.
+template <typename KLoop>
+__device__ __forceinline__ void run_per_pair_groups(int count, KLoop& k_loop) {
+  switch ((count + 15) / 16) {
+    case 1: k_loop.template operator()<1>(); break;
+    case 2: k_loop.template operator()<2>(); break;
+    case 3: k_loop.template operator()<3>(); break;
+    default: k_loop.template operator()<4>(); break;
+  }
+}
+
 // Block: one tile (<= 64 pairs of one slot) x 8 strips of 16 intermediate rows, gate and up together, then
 // SwiGLU; act [pairs in bucket order, padded_intermediate] bf16.
 template <bool kNvfp4>
@@ -240,12 +252,7 @@ __global__ void __launch_bounds__(kThreads, 2)  // 128 registers: two blocks per
       }
     }
   };
-  switch ((count + 15) / 16) {
-    case 1: k_loop.template operator()<1>(); break;
-    case 2: k_loop.template operator()<2>(); break;
-    case 3: k_loop.template operator()<3>(); break;
-    default: k_loop.template operator()<4>(); break;
-  }
+  run_per_pair_groups(count, k_loop);
   cp_async_wait<0>();
   __syncthreads();  // every warp is done with xs: it becomes the epilogue scratch
   if (!active) return;
@@ -370,12 +377,7 @@ __global__ void __launch_bounds__(kThreads, 3)  // up to 80 registers: three blo
       }
     }
   };
-  switch ((count + 15) / 16) {
-    case 1: k_loop.template operator()<1>(); break;
-    case 2: k_loop.template operator()<2>(); break;
-    case 3: k_loop.template operator()<3>(); break;
-    default: k_loop.template operator()<4>(); break;
-  }
+  run_per_pair_groups(count, k_loop);
   cp_async_wait<0>();
   __syncthreads();
   if (!active) return;
