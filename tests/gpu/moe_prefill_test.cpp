@@ -1,10 +1,11 @@
 // The grouped prefill expert kernels (launch_moe_prefill) against the CPU expert path (cpu::linear on
 // ExpertProjection views of checkpoint-layout bytes, SwiGLU rounded to bf16, weighted sum in choice order)
-// on fresh random experts and routes: NVFP4 and BF16 slots, released and fixture shapes, 1 / 37 / 300
-// tokens, slot ids above 256; realistic load (k = 10 over a 512-slot pool, ~80 pairs per used slot) and
-// skewed routing (one slot chosen by every token: > 256 pairs, many 64-pair tiles; one by every other token:
-// just over 128; slots with exactly one pair). The workspace starts as NaN bytes,
-// so a partial or act row the kernels forget to write shows up.
+// on fresh random NVFP4 experts and routes: released and tiny (padded) shapes, 1 / 37 / 300 tokens, slot ids
+// above 256; realistic load (k = 10 over a 512-slot pool, ~80 pairs per used slot) and skewed routing (one slot
+// chosen by every token: > 256 pairs, several tiles; one by every other token: just over 128; slots with exactly
+// one pair), so every wgmma width (32, 64, 96, 128 pairs) runs. The workspace starts as NaN bytes, so a partial
+// or act row the kernels forget to write shows up. BF16 slots are refused (the engine gives them to the row
+// kernels).
 //
 // Tolerance, per output element y[t, n] (expert_flip_bound.h, which explains it and its constants):
 //   |got - want| <= kBase * max|want| + flip[t, n]
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "cpu/blocks.h"
 #include "cuda/kernels/moe_prefill.h"
 #include "cuda/memory/device_buffer.h"
@@ -37,7 +39,6 @@ using namespace testing_support;
 
 struct Expert {
   std::vector<uint8_t> codes[3], scales[3];  // NVFP4 checkpoint layout
-  std::vector<uint16_t> bf16[3];             // BF16 weights
 };
 
 // Output tolerance besides the act flips: fp32 reordering of the ~k * I = 6400 down-projection and routing
@@ -74,10 +75,8 @@ std::vector<int32_t> make_routes(const std::vector<int32_t>& ids, int tokens, in
 }
 
 // `used` slots of a pool of `num_slots` get random experts (the rest stay zero and are never routed to).
-void check_moe_prefill(model::SlotFormat format, int H, int I, int num_slots, int used, int tokens, int k,
-                       Routing routing = Routing::kUniform) {
-  const bool nvfp4 = format == model::SlotFormat::kNvfp4;
-  const model::ExpertSlotLayout layout = model::ExpertSlotLayout::make(H, I, format);
+void check_moe_prefill(int H, int I, int num_slots, int used, int tokens, int k, Routing routing = Routing::kUniform) {
+  const model::ExpertSlotLayout layout = model::ExpertSlotLayout::make(H, I, model::SlotFormat::kNvfp4);
   std::vector<int32_t> slot_ids(static_cast<size_t>(num_slots));
   std::iota(slot_ids.begin(), slot_ids.end(), 0);
   std::shuffle(slot_ids.begin(), slot_ids.end(), rng());
@@ -98,23 +97,14 @@ void check_moe_prefill(model::SlotFormat format, int H, int I, int num_slots, in
     uint8_t* slot = pool.data() + static_cast<size_t>(s) * layout.slot_bytes;
     for (int p = 0; p < 3; ++p) {
       const size_t values = static_cast<size_t>(rows_of[p]) * cols_of[p];
-      if (nvfp4) {
-        e.codes[p].resize(values / 2);
-        e.scales[p].resize(values / 16);
-        for (auto& b : e.codes[p]) b = static_cast<uint8_t>(byte(rng()));
-        for (auto& b : e.scales[p]) b = static_cast<uint8_t>(scale_code(rng()));
-        model::pack_projection(*projections[p], e.codes[p].data(), e.scales[p].data(), slot);
-      } else {
-        const auto v = random_floats(values, 0.05f);
-        e.bf16[p].resize(values);
-        std::transform(v.begin(), v.end(), e.bf16[p].begin(), f32_to_bf16);
-        model::pack_projection_bf16(*projections[p], e.bf16[p].data(), slot);
-      }
+      e.codes[p].resize(values / 2);
+      e.scales[p].resize(values / 16);
+      for (auto& b : e.codes[p]) b = static_cast<uint8_t>(byte(rng()));
+      for (auto& b : e.scales[p]) b = static_cast<uint8_t>(scale_code(rng()));
+      model::pack_projection(*projections[p], e.codes[p].data(), e.scales[p].data(), slot);
     }
-    if (nvfp4) {
-      scales[static_cast<size_t>(s)] = {0.004f + 0.004f * byte(rng()) / 255.0f, 0.003f + 0.004f * byte(rng()) / 255.0f,
-                                        0.002f + 0.002f * byte(rng()) / 255.0f, 0.0f};
-    }
+    scales[static_cast<size_t>(s)] = {0.004f + 0.004f * byte(rng()) / 255.0f, 0.003f + 0.004f * byte(rng()) / 255.0f,
+                                      0.002f + 0.002f * byte(rng()) / 255.0f, 0.0f};
   }
 
   // Routes: k distinct slots per token from the used set, random weights.
@@ -152,19 +142,13 @@ void check_moe_prefill(model::SlotFormat format, int H, int I, int num_slots, in
     model::ExpertProjection proj[3];
     const float scale2[3] = {sc.gate, sc.up, sc.down};
     for (int p = 0; p < 3; ++p) {
-      if (nvfp4) {
-        w[p] = host_tensor(e.codes[p].data(), DType::kU8, {rows_of[p], cols_of[p] / 2});
-        ws[p] = host_tensor(e.scales[p].data(), DType::kF8E4M3, {rows_of[p], cols_of[p] / 16});
-        proj[p] = {&w[p], &ws[p], scale2[p], rows_of[p], cols_of[p]};
-      } else {
-        w[p] = host_tensor(e.bf16[p].data(), DType::kBF16, {rows_of[p], cols_of[p]});
-        proj[p] = {&w[p], nullptr, 1.0f, rows_of[p], cols_of[p]};
-      }
+      w[p] = host_tensor(e.codes[p].data(), DType::kU8, {rows_of[p], cols_of[p] / 2});
+      ws[p] = host_tensor(e.scales[p].data(), DType::kF8E4M3, {rows_of[p], cols_of[p] / 16});
+      proj[p] = {&w[p], &ws[p], scale2[p], rows_of[p], cols_of[p]};
     }
     const FlipExpert flip_expert =
-        nvfp4 ? nvfp4_flip_expert({e.codes[0].data(), e.scales[0].data(), scale2[0]}, {e.codes[1].data(), e.scales[1].data(), scale2[1]},
-                                  {e.codes[2].data(), e.scales[2].data(), scale2[2]}, H, I)
-              : bf16_flip_expert(e.bf16[0].data(), e.bf16[1].data(), e.bf16[2].data(), H, I);
+        nvfp4_flip_expert({e.codes[0].data(), e.scales[0].data(), scale2[0]}, {e.codes[1].data(), e.scales[1].data(), scale2[1]},
+                          {e.codes[2].data(), e.scales[2].data(), scale2[2]}, H, I);
     cpu::linear(proj[0], xs.data(), n, g.data());
     cpu::linear(proj[1], xs.data(), n, u.data());
     bound.add(flip_expert, n, token.data(), pair_w.data(), g.data(), u.data(), g.data());  // g = bf16 act
@@ -208,32 +192,34 @@ void check_moe_prefill(model::SlotFormat format, int H, int I, int num_slots, in
 }
 
 TEST(GpuMoePrefill, Nvfp4SlotsMatchCpuAtReleasedShapes) {
-  for (int tokens : {1, 37, 300}) check_moe_prefill(model::SlotFormat::kNvfp4, 2560, 640, 300, 20, tokens, 10);
+  for (int tokens : {1, 37, 300}) check_moe_prefill(2560, 640, 300, 20, tokens, 10);
 }
 // k = 10 over a pool of 512 slots (128 of them used, one of them slot 511, to keep the CPU twin affordable):
 // 1024 tokens give ~80 pairs per slot, the load of the released model at a 4096-token chunk.
-TEST(GpuMoePrefill, Nvfp4SlotsRealisticLoadAtReleasedShapes) {
-  check_moe_prefill(model::SlotFormat::kNvfp4, 2560, 640, 512, 128, 1024, 10);
-}
-// 257 tokens: one slot with 257 pairs (five tiles), one with 129 (three), three with one pair.
+TEST(GpuMoePrefill, Nvfp4SlotsRealisticLoadAtReleasedShapes) { check_moe_prefill(2560, 640, 512, 128, 1024, 10); }
+// 257 tokens: one slot with 257 pairs (three tiles of 85-86), one with 129 (65 + 64), three with one pair;
+// 120 tokens: one slot with 120 pairs (one tile, the widest wgmma), one with 60.
 TEST(GpuMoePrefill, Nvfp4SlotsSkewedRoutingAtReleasedShapes) {
-  check_moe_prefill(model::SlotFormat::kNvfp4, 2560, 640, 512, 40, 257, 10, Routing::kSkewed);
+  for (int tokens : {257, 120}) check_moe_prefill(2560, 640, 512, 40, tokens, 10, Routing::kSkewed);
 }
 TEST(GpuMoePrefill, Nvfp4SlotsSkewedRoutingTinyShapes) {
-  for (int tokens : {3, 300}) check_moe_prefill(model::SlotFormat::kNvfp4, 64, 16, 16, 16, tokens, 4, Routing::kSkewed);
+  for (int tokens : {3, 300}) check_moe_prefill(64, 16, 16, 16, tokens, 4, Routing::kSkewed);
 }
-TEST(GpuMoePrefill, Bf16SlotsSkewedRouting) {
-  check_moe_prefill(model::SlotFormat::kBf16, 2560, 640, 300, 30, 300, 10, Routing::kSkewed);
-  check_moe_prefill(model::SlotFormat::kBf16, 32, 8, 16, 16, 300, 4, Routing::kSkewed);
-}
+// Shapes that are not multiples of the tiles: H = 80 (inputs padded to 128, rows of down to 128), I = 48.
 TEST(GpuMoePrefill, Nvfp4SlotsPadTinyShapes) {
-  for (int tokens : {1, 37, 300}) check_moe_prefill(model::SlotFormat::kNvfp4, 64, 16, 16, 16, tokens, 4);
+  for (int tokens : {1, 37, 300}) check_moe_prefill(64, 16, 16, 16, tokens, 4);
+  check_moe_prefill(80, 48, 16, 16, 37, 4);
 }
-TEST(GpuMoePrefill, Bf16SlotsMatchCpuAtReleasedShapes) {
-  for (int tokens : {1, 37, 300}) check_moe_prefill(model::SlotFormat::kBf16, 2560, 640, 300, 14, tokens, 10);
-}
-TEST(GpuMoePrefill, Bf16SlotsMatchCpuAtFixtureShapes) {
-  for (int tokens : {1, 37, 300}) check_moe_prefill(model::SlotFormat::kBf16, 32, 8, 300, 300, tokens, 10);
+TEST(GpuMoePrefill, RefusesBf16Slots) {
+  const model::ExpertSlotLayout layout = model::ExpertSlotLayout::make(32, 8, model::SlotFormat::kBf16);
+  DeviceBuffer<float> x(32), y(32), w(4);
+  DeviceBuffer<int32_t> slots(4);
+  const size_t ws_bytes = moe_prefill_workspace_bytes(layout, 1, 4, 16);
+  DeviceBuffer<uint8_t> ws(ws_bytes), pool(layout.slot_bytes * 16);
+  DeviceBuffer<model::SlotScales> scales(16);
+  EXPECT_THROW(launch_moe_prefill(pool.data(), scales.data(), layout, x.data(), slots.data(), w.data(), 1, 4, 16, ws.data(),
+                                  ws_bytes, y.data(), nullptr),
+               Error);
 }
 
 }  // namespace

@@ -4,22 +4,24 @@
 
 #include "cuda/check.h"
 #include "cuda/kernels/prefill_common.cuh"
+#include "cuda/kernels/wgmma_ops.cuh"
 
 namespace imp::cuda {
 namespace {
 
 using namespace prefill;
 
-constexpr int kTileTokens = 64;  // (token, choice) pairs per tile: 8 mma n-tiles
-constexpr int kWarps = 8;        // one 16-row strip of weights per warp
-constexpr int kThreads = kWarps * 32;
-constexpr int kStages = 4;       // cp.async stages of 64-input activation chunks
-constexpr int kXStride = 72;     // bf16 per activation row in shared memory (144 bytes: conflict-free ldmatrix)
-constexpr int kStageElems = kTileTokens * kXStride;
-constexpr int kSmemBytes = 40960;  // max(pipeline 36 KB, epilogue scratch 8 x 5 KB)
-static_assert(kStages * kStageElems * 2 <= kSmemBytes, "pipeline fits");
-static_assert(kWarps * kTileTokens * 20 * 4 <= kSmemBytes, "down epilogue fits");
-static_assert(kWarps * kTileTokens * 24 * 2 <= kSmemBytes, "gate/up epilogue fits");
+constexpr int kTilePairs = 128;  // (token, choice) pairs per tile at most: the wgmma N dimension
+constexpr int kThreads = 256;    // two warpgroups
+constexpr int kStrips = 16;      // 16-row weight strips per block: 2 warpgroups x 4 warps x 2
+constexpr int kStages = 6;
+constexpr int kAhead = kStages - 2;  // a stage is refilled two k steps after its wgmmas were issued (wait<1>)
+constexpr int kXStageBytes = kTilePairs * 64 * 2;           // bf16 activations: 64 inputs of 128 pairs
+constexpr int kWStageBytes = kStrips * 512 + kStrips * 64;  // NVFP4 codes, then scales, of the block's strips
+constexpr int kStageBytes = kXStageBytes + kWStageBytes;
+constexpr int kSmemBytes = kStages * kStageBytes;
+static_assert(kStageBytes % 128 == 0, "stages stay 128-byte aligned");
+static_assert(kSmemBytes <= 227 * 1024, "fits the SM's shared memory");
 
 struct Plan {
   size_t counts = 0, cursor = 0, tiles = 0, num_tiles = 0, sorted = 0, pos_of = 0, x16 = 0, act = 0, partial = 0;
@@ -30,7 +32,7 @@ struct Plan {
 Plan make_plan(const model::ExpertSlotLayout& layout, int64_t tokens, int64_t k, int64_t num_slots) {
   Plan p;
   const int64_t pairs = tokens * k;
-  p.max_tiles = (pairs + kTileTokens - 1) / kTileTokens + std::min(num_slots, pairs);
+  p.max_tiles = (pairs + kTilePairs - 1) / kTilePairs + std::min(num_slots, pairs);
   size_t offset = 0;
   auto take = [&](int64_t bytes) {
     const size_t at = offset;
@@ -55,7 +57,8 @@ __global__ void count_kernel(const int32_t* slots, int pairs, int32_t* counts) {
   if (p < pairs) atomicAdd(&counts[slots[p]], 1);
 }
 
-// One block: exclusive offsets of each slot's pairs (cursor) and the tile list, slot by slot, in slot order.
+// One block: exclusive offsets of each slot's pairs (cursor) and the tile list, slot by slot, in slot order. A
+// slot's pairs are split evenly over ceil(count / 128) tiles (e.g. 130 -> 65 + 65, not 128 + 2).
 constexpr int kPlanThreads = 1024;
 __global__ void __launch_bounds__(kPlanThreads) plan_kernel(const int32_t* counts, int num_slots, int32_t* cursor,
                                                             int4* tiles, int32_t* num_tiles) {
@@ -67,7 +70,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_kernel(const int32_t* count
   for (int s = begin; s < end; ++s) {
     const int c = counts[s];
     pairs += c;
-    tl += (c + kTileTokens - 1) / kTileTokens;
+    tl += (c + kTilePairs - 1) / kTilePairs;
   }
   s_pairs[tid] = pairs;
   s_tiles[tid] = tl;
@@ -83,7 +86,12 @@ __global__ void __launch_bounds__(kPlanThreads) plan_kernel(const int32_t* count
   for (int s = begin; s < end; ++s) {
     const int c = counts[s];
     cursor[s] = pair_off;
-    for (int i = 0; i < c; i += kTileTokens) tiles[tile_off++] = make_int4(s, pair_off + i, min(kTileTokens, c - i), 0);
+    const int n = (c + kTilePairs - 1) / kTilePairs;
+    for (int i = 0, at = 0; i < n; ++i) {
+      const int size = c / n + (i < c % n ? 1 : 0);
+      tiles[tile_off++] = make_int4(s, pair_off + at, size, 0);
+      at += size;
+    }
     pair_off += c;
   }
   if (tid == kPlanThreads - 1) *num_tiles = s_tiles[tid];
@@ -106,8 +114,8 @@ __global__ void to_bf16_kernel(const float* x, size_t quads, uint16_t* out) {
   }
 }
 
-// NVFP4 A fragments of one 16-row strip for tile q of a 64-input supertile: E2M1 decoded and multiplied by
-// the E4M3 block scale (times 2^-8) in bf16, exactly.
+// NVFP4 A fragment of one 16-row strip, k16 step q of a 64-input supertile: E2M1 decoded and multiplied by the
+// E4M3 block scale (times 2^-8) in bf16, exactly. scales_row_g / _g8: the scale words of rows g and g + 8.
 __device__ __forceinline__ void nvfp4_fragment(uint32_t word, uint32_t scales_row_g, uint32_t scales_row_g8, int q,
                                                uint32_t (&a)[4]) {
   decode_e2m1x8(word, a);
@@ -119,24 +127,11 @@ __device__ __forceinline__ void nvfp4_fragment(uint32_t word, uint32_t scales_ro
   a[3] = bf16x2_mul(a[3], s1);
 }
 
-// BF16 A fragments straight from a row-major [rows, cols] projection, zero outside it.
-__device__ __forceinline__ void bf16_fragment(const uint16_t* w, int rows, int cols, int row0, int k0, uint32_t (&a)[4]) {
-  const int g = (threadIdx.x & 31) >> 2, c = threadIdx.x & 3;
-  const int r0 = row0 + g, r1 = r0 + 8, kk = k0 + 2 * c;
-  auto at = [&](int r, int kx) -> uint32_t {
-    return (r < rows && kx < cols) ? __ldg(reinterpret_cast<const uint32_t*>(w + static_cast<size_t>(r) * cols + kx)) : 0u;
-  };
-  a[0] = at(r0, kk);
-  a[1] = at(r1, kk);
-  a[2] = at(r0, kk + 8);
-  a[3] = at(r1, kk + 8);
-}
-
-// k_loop.operator()<NJ>() for a tile of `count` pairs, NJ = its groups of 16 pairs (1-4, block-uniform): the
-// kernels' k loops are instantiated per tile size so that no group is tested inside them.
+// k_loop.operator()<NJ>() for a tile of `count` pairs, NJ = its groups of 32 pairs (1-4, block-uniform): the
+// kernels' k loops are instantiated per wgmma width N = 32 * NJ.
 template <typename KLoop>
 __device__ __forceinline__ void run_per_pair_groups(int count, KLoop& k_loop) {
-  switch ((count + 15) / 16) {
+  switch ((count + 31) / 32) {
     case 1: k_loop.template operator()<1>(); break;
     case 2: k_loop.template operator()<2>(); break;
     case 3: k_loop.template operator()<3>(); break;
@@ -144,263 +139,252 @@ __device__ __forceinline__ void run_per_pair_groups(int count, KLoop& k_loop) {
   }
 }
 
-// Block: one tile (<= 64 pairs of one slot) x 8 strips of 16 intermediate rows, gate and up together, then
-// SwiGLU; act [pairs in bucket order, padded_intermediate] bf16.
-template <bool kNvfp4>
-__global__ void __launch_bounds__(kThreads, 2)  // 128 registers: two blocks per SM
+// Activations in a stage: K-major "core matrices" without swizzle, as wgmma reads them: element (pair n, input
+// k) of the 64-input chunk at (k / 16) * 4096 + (n / 8) * 256 + ((k % 16) / 8) * 128 + (n % 8) * 16 + (k % 8) * 2
+// bytes. Descriptor: LBO (the two 8-input halves of a k16 step) 128 bytes, SBO (groups of 8 pairs) 256 bytes, no
+// swizzle (checked on the H200 by bench/experiments/wgmma_probe.cu).
+__device__ __forceinline__ uint64_t x_descriptor(uint32_t smem_byte_address) {
+  return ((smem_byte_address >> 4) & 0x3fff) | (uint64_t{128 >> 4} << 16) | (uint64_t{256 >> 4} << 32);
+}
+
+// This thread's activation copies (cp.async): thread t owns pair n = t % 8 + 8 * ((t / 16) % 16) and, of each
+// 64-input chunk, the 16-byte pieces 2 i + (t / 8) % 2, i < 4 (a warp fills 512 contiguous bytes per i). The
+// chunks are loaded in order, so the source only advances (no address arithmetic per copy).
+struct XCopies {
+  const uint16_t* src;  // this thread's first piece of the next chunk (the tile's first row for pairs beyond it)
+  int k_left;           // inputs of the row left from that piece on (<= 0: zero-fill)
+  uint32_t dst;         // byte offset of piece i = 0 in a stage
+  bool valid;           // the pair is in the tile
+  static __device__ int pair() { return (threadIdx.x & 7) + 8 * ((threadIdx.x >> 4) & 15); }
+  __device__ XCopies(const uint16_t* pair_row, const uint16_t* first_row, int K) {
+    const int n = pair(), k0 = ((threadIdx.x >> 3) & 1) * 8;
+    dst = (n >> 3) * 256 + (k0 / 8) * 128 + (n & 7) * 16;
+    valid = pair_row != nullptr;
+    src = (valid ? pair_row : first_row) + k0;
+    k_left = K - k0;
+  }
+  // The next chunk. Pairs n >= N are never read (this tile's wgmmas stop at N); pairs beyond the tile and inputs
+  // beyond K are zero-filled.
+  template <int N>
+  __device__ void load_next(uint8_t* stage) {
+    if (pair() >= N) return;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) cp_async16(stage + dst + i * 4096, src + 16 * i, valid && 16 * i < k_left);
+    src += 64;
+    k_left -= 64;
+  }
+};
+
+// This thread's weight copies (cp.async): the block's 16 strips' NVFP4 codes (512 bytes each) and scales (64
+// bytes each) of one supertile are 576 16-byte copies: two codes copies per thread, one scales copy for threads
+// 0-63; `strip_of(e, proj, strip)` names strip entry e. Strips beyond the projection are zero-filled. Chunks are
+// loaded in order, so the sources only advance. (One warp issuing cp.async.bulk copies per strip instead,
+// completing on mbarriers, made both kernels ~50% slower.)
+struct WCopies {
+  const uint8_t* src[3];
+  uint32_t dst[3];
+  bool valid[3];
+  template <typename StripOf>
+  __device__ WCopies(const uint8_t* slot_base, int chunks, StripOf strip_of) {
+    static_assert(kStrips * 32 == 2 * kThreads && kStrips * 4 <= kThreads, "copy assignment");
+#pragma unroll
+    for (int i = 0; i < 3; ++i) {
+      const bool codes = i < 2;
+      const int id = codes ? threadIdx.x + kThreads * i : threadIdx.x % (kStrips * 4);
+      const int e = codes ? id >> 5 : id >> 2, piece = codes ? id & 31 : id & 3;
+      const model::SlotProjection* proj = nullptr;
+      int strip = 0;
+      strip_of(e, proj, strip);
+      valid[i] = strip < proj->rows / 16 && (codes || threadIdx.x < kStrips * 4);
+      const int stride = codes ? 512 : 64;
+      src[i] = slot_base + (codes ? proj->codes : proj->scales) + static_cast<size_t>(valid[i] ? strip : 0) * chunks * stride + piece * 16;
+      dst[i] = kXStageBytes + (codes ? e * 512 : kStrips * 512 + e * 64) + piece * 16;
+    }
+  }
+  __device__ void load_next(uint8_t* stage) {
+    cp_async16(stage + dst[0], src[0], valid[0]);
+    cp_async16(stage + dst[1], src[1], valid[1]);
+    if (threadIdx.x < kStrips * 4) cp_async16(stage + dst[2], src[2], valid[2]);
+    src[0] += 512;
+    src[1] += 512;
+    src[2] += 64;
+  }
+};
+
+// The k loop of one tile: acc0 / acc1 (N / 2 floats each, wgmma layout) += this warp's strips 0 / 1 (its places
+// entry0 / entry1 among the block's 16) . X^T over `chunks` 64-input supertiles of K inputs. Each wgmma covers a
+// warpgroup's 64 rows (one strip per warp) and all N pairs. Fragments are decoded one k16 step ahead of the
+// wgmmas that read them (wait<1>); stage st % kStages is refilled at step st + kAhead, after a barrier that
+// every warpgroup passes only once its wgmmas of step st - 2 are done.
+template <int N>
+__device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, XCopies xc, WCopies wc, int entry0, int entry1,
+                                             float (&acc0)[N / 2], float (&acc1)[N / 2]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc0[i] = acc1[i] = 0.0f;
+#pragma unroll
+  for (int s = 0; s < kAhead; ++s) {
+    if (s < chunks) {
+      xc.load_next<N>(smem + s * kStageBytes);
+      wc.load_next(smem + s * kStageBytes);
+    }
+    cp_async_commit();
+  }
+  const uint32_t smem_base = smem_addr(smem);
+  for (int st = 0; st < chunks; ++st) {
+    cp_async_wait<kAhead - 1>();  // this thread's copies of chunk st have landed
+    wgmma::fence_proxy_async_shared();
+    __syncthreads();  // and everyone's; both warpgroups are done with the stage refilled next
+    const int next = st + kAhead;
+    if (next < chunks) {
+      xc.load_next<N>(smem + (next % kStages) * kStageBytes);
+      wc.load_next(smem + (next % kStages) * kStageBytes);
+    }
+    cp_async_commit();
+    const int stage = st % kStages;
+    const uint8_t* w_stage = smem + stage * kStageBytes + kXStageBytes;
+    const uint4 c0 = *reinterpret_cast<const uint4*>(w_stage + entry0 * 512 + lane * 16);
+    const uint4 c1 = *reinterpret_cast<const uint4*>(w_stage + entry1 * 512 + lane * 16);
+    const uint32_t* sc = reinterpret_cast<const uint32_t*>(w_stage + kStrips * 512);
+    const uint32_t s0g = sc[entry0 * 16 + g], s0g8 = sc[entry0 * 16 + g + 8];
+    const uint32_t s1g = sc[entry1 * 16 + g], s1g8 = sc[entry1 * 16 + g + 8];
+    const uint32_t w0[4] = {c0.x, c0.y, c0.z, c0.w}, w1[4] = {c1.x, c1.y, c1.z, c1.w};
+    const uint32_t x_stage = smem_base + stage * kStageBytes;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      uint32_t a0[4], a1[4];
+      nvfp4_fragment(w0[q], s0g, s0g8, q, a0);
+      nvfp4_fragment(w1[q], s1g, s1g8, q, a1);
+      wgmma::wgmma_fence();
+      const uint64_t desc = x_descriptor(x_stage + q * 4096);
+      wgmma::wgmma_rs<N>(acc0, a0, desc);
+      wgmma::wgmma_rs<N>(acc1, a1, desc);
+      wgmma::wgmma_commit();
+      wgmma::wgmma_wait<1>();
+    }
+  }
+  wgmma::wgmma_wait<0>();
+  cp_async_wait<0>();
+  __syncthreads();  // shared memory is free for the epilogue
+}
+
+// Block (x: 128 intermediate rows, y: one tile of <= 128 pairs of one slot; the row blocks of a tile run side by
+// side and share its activation rows in L2): gate and up together (warpgroup wg holds rows 64 wg .. 64 wg + 63 of
+// both), then SwiGLU; act [pairs in bucket order, padded_intermediate] bf16.
+__global__ void __launch_bounds__(kThreads, 1)
     moe_gate_up_kernel(const uint8_t* __restrict__ pool, const model::SlotScales* __restrict__ scales,
                        model::ExpertSlotLayout layout, const uint16_t* __restrict__ x16, const int32_t* __restrict__ sorted,
                        const int4* __restrict__ tiles, const int32_t* __restrict__ num_tiles, int k,
                        uint16_t* __restrict__ act) {
-  __shared__ __align__(16) uint8_t smem[kSmemBytes];
-  __shared__ int tok[kTileTokens];
-  if (static_cast<int>(blockIdx.x) >= *num_tiles) return;  // block-uniform, before any barrier
-  const int4 tile = tiles[blockIdx.x];
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ int tok[kTilePairs];
+  if (static_cast<int>(blockIdx.y) >= *num_tiles) return;  // block-uniform, before any barrier
+  const int4 tile = tiles[blockIdx.y];
   const int slot = tile.x, start = tile.y, count = tile.z;
-  const int H = layout.hidden, I = layout.intermediate, Ipad = layout.padded_intermediate;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
-  if (tid < kTileTokens) tok[tid] = tid < count ? sorted[start + tid] / k : -1;
+  const int H = layout.hidden, Ipad = layout.padded_intermediate;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, w = warp & 3, g = lane >> 2, c = lane & 3;
+  if (tid < kTilePairs) tok[tid] = tid < count ? sorted[start + tid] / k : -1;
   __syncthreads();
 
-  uint16_t* xs = reinterpret_cast<uint16_t*>(smem);
-  const int chunks = kNvfp4 ? layout.gate.supertiles() : (H + 63) / 64;
-  const int strips = kNvfp4 ? layout.gate.rows / 16 : (I + 15) / 16;
-  const int strip = blockIdx.y * kWarps + warp;
-  const bool active = strip < strips;
   const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
-
-  // Each thread copies 16 bytes of two activation rows per chunk, at the same column every chunk: the rows'
-  // addresses are found once.
-  static_assert(kTileTokens * 8 == 2 * kThreads, "two 16-byte copies per thread and chunk");
-  const int cc = (tid & 7) * 8, r0 = tid >> 3, r1 = r0 + kThreads / 8;
-  const uint16_t* src0 = tok[r0] >= 0 ? x16 + static_cast<size_t>(tok[r0]) * H + cc : nullptr;
-  const uint16_t* src1 = tok[r1] >= 0 ? x16 + static_cast<size_t>(tok[r1]) * H + cc : nullptr;
-  auto load_chunk = [&](int st, int stage) {
-    uint16_t* dst = xs + stage * kStageElems + cc;
-    const bool in = st * 64 + cc < H;
-    cp_async16(dst + r0 * kXStride, src0 != nullptr && in ? src0 + st * 64 : x16, src0 != nullptr && in);
-    cp_async16(dst + r1 * kXStride, src1 != nullptr && in ? src1 + st * 64 : x16, src1 != nullptr && in);
+  const int chunks = layout.gate.supertiles();
+  // Strip entries 0-7: gate strips 8 x .. 8 x + 7; 8-15: the same strips of up.
+  auto strip_of = [&](int e, const model::SlotProjection*& proj, int& strip) {
+    proj = e < 8 ? &layout.gate : &layout.up;
+    strip = blockIdx.x * 8 + (e & 7);
   };
+  const int my_tok = tok[XCopies::pair()];
+  const XCopies xc(my_tok >= 0 ? x16 + static_cast<size_t>(my_tok) * H : nullptr, x16 + static_cast<size_t>(tok[0]) * H, H);
+  const WCopies wc(base, chunks, strip_of);
 
-  // NVFP4: the next supertile's codes and scales are fetched one step ahead.
-  const uint8_t* g_codes = base + layout.gate.codes + static_cast<size_t>(strip) * chunks * 512 + lane * 16;
-  const uint8_t* g_scales = base + layout.gate.scales + static_cast<size_t>(strip) * chunks * 64;
-  const uint8_t* u_codes = base + layout.up.codes + static_cast<size_t>(strip) * chunks * 512 + lane * 16;
-  const uint8_t* u_scales = base + layout.up.scales + static_cast<size_t>(strip) * chunks * 64;
-  uint4 rg = make_uint4(0, 0, 0, 0), ru = rg;
-  uint32_t sg0 = 0, sg1 = 0, su0 = 0, su1 = 0;
-  auto fetch = [&](int st) {
-    rg = __ldg(reinterpret_cast<const uint4*>(g_codes + static_cast<size_t>(st) * 512));
-    ru = __ldg(reinterpret_cast<const uint4*>(u_codes + static_cast<size_t>(st) * 512));
-    sg0 = __ldg(reinterpret_cast<const uint32_t*>(g_scales + static_cast<size_t>(st) * 64) + g);
-    sg1 = __ldg(reinterpret_cast<const uint32_t*>(g_scales + static_cast<size_t>(st) * 64) + g + 8);
-    su0 = __ldg(reinterpret_cast<const uint32_t*>(u_scales + static_cast<size_t>(st) * 64) + g);
-    su1 = __ldg(reinterpret_cast<const uint32_t*>(u_scales + static_cast<size_t>(st) * 64) + g + 8);
-  };
-
-  float accg[8][4], accu[8][4];
+  auto tile_body = [&]<int NJ>() {
+    constexpr int N = 32 * NJ;
+    float accg[N / 2], accu[N / 2];
+    wgmma_k_loop<N>(chunks, smem, xc, wc, wg * 4 + w, 8 + wg * 4 + w, accg, accu);
+    // SwiGLU into this warpgroup's [128 pairs][64 rows] bf16 scratch (row stride 72), then 16-byte stores.
+    constexpr int kStride = 72;
+    uint16_t* scr = reinterpret_cast<uint16_t*>(smem) + wg * (kTilePairs * kStride);
+    const model::SlotScales s = scales[slot];
+    const float fg = s.gate * kScaleFold, fu = s.up * kScaleFold;
 #pragma unroll
-  for (int i = 0; i < 8; ++i)
+    for (int j = 0; j < N / 8; ++j) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) accg[i][e] = accu[i][e] = 0.0f;
-
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < chunks) load_chunk(s, s);
-    cp_async_commit();
-  }
-  if constexpr (kNvfp4) {
-    if (active) fetch(0);
-  }
-  // Activation fragments through ldmatrix: this lane's byte address in stage 0, q 0, pair group 0.
-  const uint32_t xs_lane = smem_addr(xs) + 2 * (((lane & 7) + ((lane >> 4) << 3)) * kXStride + ((lane >> 3) & 1) * 8);
-  // The k loop for a tile of NJ groups of 16 pairs (block-uniform), so no group is tested inside it and the
-  // accumulators of absent groups stay constant zeros.
-  auto k_loop = [&]<int NJ>() {
-    for (int st = 0; st < chunks; ++st) {
-      cp_async_wait<kStages - 2>();
-      __syncthreads();
-      const int next = st + kStages - 1;
-      if (next < chunks) load_chunk(next, next % kStages);
-      cp_async_commit();
-      if (!active) continue;
-      const uint32_t cg[4] = {rg.x, rg.y, rg.z, rg.w}, cu[4] = {ru.x, ru.y, ru.z, ru.w};
-      const uint32_t csg0 = sg0, csg1 = sg1, csu0 = su0, csu1 = su1;
-      if constexpr (kNvfp4) {
-        if (st + 1 < chunks) fetch(st + 1);
+      for (int e = 0; e < 4; ++e) {
+        const int pair = 8 * j + 2 * c + (e & 1), row = 16 * w + g + 8 * (e >> 1);
+        const float gate = accg[4 * j + e] * fg, up = accu[4 * j + e] * fu;
+        scr[pair * kStride + row] = bf16_bits(gate / (1.0f + __expf(-gate)) * up);
       }
-      const uint32_t xst = xs_lane + 2 * (st % kStages) * kStageElems;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        uint32_t ag[4], au[4];
-        if constexpr (kNvfp4) {
-          nvfp4_fragment(cg[q], csg0, csg1, q, ag);
-          nvfp4_fragment(cu[q], csu0, csu1, q, au);
-        } else {
-          bf16_fragment(reinterpret_cast<const uint16_t*>(base + layout.gate.codes), I, H, strip * 16, st * 64 + q * 16, ag);
-          bf16_fragment(reinterpret_cast<const uint16_t*>(base + layout.up.codes), I, H, strip * 16, st * 64 + q * 16, au);
-        }
-#pragma unroll
-        for (int nj = 0; nj < NJ; ++nj) {
-          uint32_t r[4];
-          ldmatrix_x4_at(r, xst + 2 * (nj * 16 * kXStride + q * 16));
-          mma_16816(accg[2 * nj], ag, r[0], r[1]);
-          mma_16816(accu[2 * nj], au, r[0], r[1]);
-          mma_16816(accg[2 * nj + 1], ag, r[2], r[3]);
-          mma_16816(accu[2 * nj + 1], au, r[2], r[3]);
-        }
+    }
+    __syncthreads();
+    const int col0 = blockIdx.x * 128 + wg * 64;
+    for (int id = tid & 127; id < N * 8; id += 128) {
+      const int pair = id >> 3, piece = id & 7, col = col0 + piece * 8;
+      if (pair < count && col < Ipad) {
+        *reinterpret_cast<uint4*>(act + static_cast<size_t>(start + pair) * Ipad + col) =
+            *reinterpret_cast<const uint4*>(scr + pair * kStride + piece * 8);
       }
     }
   };
-  run_per_pair_groups(count, k_loop);
-  cp_async_wait<0>();
-  __syncthreads();  // every warp is done with xs: it becomes the epilogue scratch
-  if (!active) return;
-
-  // SwiGLU into a per-warp [64 pairs][16 rows] bf16 scratch (row stride 24), then 16-byte stores.
-  uint16_t* scr = reinterpret_cast<uint16_t*>(smem) + warp * (kTileTokens * 24);
-  const model::SlotScales s = scales[slot];
-  const float fold = kNvfp4 ? kScaleFold : 1.0f;
-  const float fg = s.gate * fold, fu = s.up * fold;
-#pragma unroll
-  for (int ni = 0; ni < 8; ++ni) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int pair = ni * 8 + 2 * c + (e & 1), row = g + 8 * (e >> 1);
-      const float gate = accg[ni][e] * fg, up = accu[ni][e] * fu;
-      scr[pair * 24 + row] = bf16_bits(gate / (1.0f + __expf(-gate)) * up);
-    }
-  }
-  __syncwarp();
-  const int cols = kNvfp4 ? Ipad : I;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int id = lane + 32 * i, pair = id >> 1, half = id & 1, col = strip * 16 + half * 8;
-    if (pair < count && col < cols) {
-      *reinterpret_cast<uint4*>(act + static_cast<size_t>(start + pair) * Ipad + col) =
-          *reinterpret_cast<const uint4*>(scr + pair * 24 + half * 8);
-    }
-  }
+  run_per_pair_groups(count, tile_body);
 }
 
-// Block: one tile x 8 strips of 16 output rows of down; writes the weighted fp32 partial of each pair,
-// partial [pairs in bucket order, hidden].
-template <bool kNvfp4>
-__global__ void __launch_bounds__(kThreads, 3)  // up to 80 registers: three blocks per SM
+// Block (x: 256 output rows of down, y: one tile; warpgroup wg: rows 128 wg .. 128 wg + 127 as two 64-row
+// blocks): writes the weighted fp32 partial of each pair, partial [pairs in bucket order, hidden].
+__global__ void __launch_bounds__(kThreads, 1)
     moe_down_kernel(const uint8_t* __restrict__ pool, const model::SlotScales* __restrict__ scales,
                     model::ExpertSlotLayout layout, const uint16_t* __restrict__ act, const int32_t* __restrict__ sorted,
                     const float* __restrict__ weights, const int4* __restrict__ tiles,
                     const int32_t* __restrict__ num_tiles, float* __restrict__ partial) {
-  __shared__ __align__(16) uint8_t smem[kSmemBytes];
-  __shared__ float route_w[kTileTokens];
-  if (static_cast<int>(blockIdx.x) >= *num_tiles) return;
-  const int4 tile = tiles[blockIdx.x];
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ float route_w[kTilePairs];
+  if (static_cast<int>(blockIdx.y) >= *num_tiles) return;
+  const int4 tile = tiles[blockIdx.y];
   const int slot = tile.x, start = tile.y, count = tile.z;
-  const int H = layout.hidden, I = layout.intermediate, Ipad = layout.padded_intermediate;
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, c = lane & 3;
-  if (tid < kTileTokens) route_w[tid] = tid < count ? weights[sorted[start + tid]] : 0.0f;
-  // (route_w is read only after the main loop's barriers.)
-
-  uint16_t* xs = reinterpret_cast<uint16_t*>(smem);
-  const int k_real = kNvfp4 ? Ipad : I;
-  const int chunks = kNvfp4 ? layout.down.supertiles() : (I + 63) / 64;
-  const int strips = kNvfp4 ? layout.down.rows / 16 : (H + 15) / 16;
-  const int strip = blockIdx.y * kWarps + warp;
-  const bool active = strip < strips;
-  const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
-
-  auto load_chunk = [&](int st, int stage) {
-    uint16_t* dst = xs + stage * kStageElems;
-#pragma unroll
-    for (int i = 0; i < kTileTokens * 8 / kThreads; ++i) {
-      const int id = tid + i * kThreads, r = id >> 3, cc = (id & 7) * 8;
-      const int gk = st * 64 + cc;
-      const bool ok = r < count && gk < k_real;
-      cp_async16(dst + r * kXStride + cc, ok ? act + static_cast<size_t>(start + r) * Ipad + gk : act, ok);
-    }
-  };
-
-  const uint8_t* d_codes = base + layout.down.codes + static_cast<size_t>(strip) * chunks * 512 + lane * 16;
-  const uint8_t* d_scales = base + layout.down.scales + static_cast<size_t>(strip) * chunks * 64;
-  uint4 rd = make_uint4(0, 0, 0, 0);
-  uint32_t sd0 = 0, sd1 = 0;
-  auto fetch = [&](int st) {
-    rd = __ldg(reinterpret_cast<const uint4*>(d_codes + static_cast<size_t>(st) * 512));
-    sd0 = __ldg(reinterpret_cast<const uint32_t*>(d_scales + static_cast<size_t>(st) * 64) + g);
-    sd1 = __ldg(reinterpret_cast<const uint32_t*>(d_scales + static_cast<size_t>(st) * 64) + g + 8);
-  };
-
-  float acc[8][4];
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc[i][e] = 0.0f;
-
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < chunks) load_chunk(s, s);
-    cp_async_commit();
-  }
-  if constexpr (kNvfp4) {
-    if (active) fetch(0);
-  }
-  const uint32_t xs_lane = smem_addr(xs) + 2 * (((lane & 7) + ((lane >> 4) << 3)) * kXStride + ((lane >> 3) & 1) * 8);
-  auto k_loop = [&]<int NJ>() {  // as in moe_gate_up_kernel
-    for (int st = 0; st < chunks; ++st) {
-      cp_async_wait<kStages - 2>();
-      __syncthreads();
-      const int next = st + kStages - 1;
-      if (next < chunks) load_chunk(next, next % kStages);
-      cp_async_commit();
-      if (!active) continue;
-      const uint32_t cd[4] = {rd.x, rd.y, rd.z, rd.w};
-      const uint32_t csd0 = sd0, csd1 = sd1;
-      if constexpr (kNvfp4) {
-        if (st + 1 < chunks) fetch(st + 1);
-      }
-      const uint32_t xst = xs_lane + 2 * (st % kStages) * kStageElems;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        uint32_t a[4];
-        if constexpr (kNvfp4) {
-          nvfp4_fragment(cd[q], csd0, csd1, q, a);
-        } else {
-          bf16_fragment(reinterpret_cast<const uint16_t*>(base + layout.down.codes), H, I, strip * 16, st * 64 + q * 16, a);
-        }
-#pragma unroll
-        for (int nj = 0; nj < NJ; ++nj) {
-          uint32_t r[4];
-          ldmatrix_x4_at(r, xst + 2 * (nj * 16 * kXStride + q * 16));
-          mma_16816(acc[2 * nj], a, r[0], r[1]);
-          mma_16816(acc[2 * nj + 1], a, r[2], r[3]);
-        }
-      }
-    }
-  };
-  run_per_pair_groups(count, k_loop);
-  cp_async_wait<0>();
+  const int H = layout.hidden, Ipad = layout.padded_intermediate;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, w = warp & 3, g = lane >> 2, c = lane & 3;
+  if (tid < kTilePairs) route_w[tid] = tid < count ? weights[sorted[start + tid]] : 0.0f;
   __syncthreads();
-  if (!active) return;
 
-  float* scr = reinterpret_cast<float*>(smem) + warp * (kTileTokens * 20);
-  const float fd = scales[slot].down * (kNvfp4 ? kScaleFold : 1.0f);
+  const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
+  const int chunks = layout.down.supertiles();
+  auto strip_of = [&](int e, const model::SlotProjection*& proj, int& strip) {
+    proj = &layout.down;
+    strip = blockIdx.x * 16 + e;
+  };
+  const int my_pair = XCopies::pair();
+  const XCopies xc(my_pair < count ? act + static_cast<size_t>(start + my_pair) * Ipad : nullptr, act + static_cast<size_t>(start) * Ipad, Ipad);
+  const WCopies wc(base, chunks, strip_of);
+
+  auto tile_body = [&]<int NJ>() {
+    constexpr int N = 32 * NJ;
+    float acc0[N / 2], acc1[N / 2];
+    wgmma_k_loop<N>(chunks, smem, xc, wc, wg * 8 + w, wg * 8 + 4 + w, acc0, acc1);
+    // Weighted partials into this warpgroup's [128 pairs][128 rows] fp32 scratch (row stride 132), then 16-byte
+    // stores.
+    constexpr int kStride = 132;
+    float* scr = reinterpret_cast<float*>(smem) + wg * (kTilePairs * kStride);
+    const float fd = scales[slot].down * kScaleFold;
 #pragma unroll
-  for (int ni = 0; ni < 8; ++ni) {
+    for (int j = 0; j < N / 8; ++j) {
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int pair = ni * 8 + 2 * c + (e & 1), row = g + 8 * (e >> 1);
-      scr[pair * 20 + row] = acc[ni][e] * fd * route_w[pair];
+      for (int e = 0; e < 4; ++e) {
+        const int pair = 8 * j + 2 * c + (e & 1), row = 16 * w + g + 8 * (e >> 1);
+        const float rw = route_w[pair] * fd;
+        scr[pair * kStride + row] = acc0[4 * j + e] * rw;
+        scr[pair * kStride + 64 + row] = acc1[4 * j + e] * rw;
+      }
     }
-  }
-  __syncwarp();
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int id = lane + 32 * i, pair = id >> 2, q4 = id & 3, row = strip * 16 + q4 * 4;
-    if (pair < count && row < H) {
-      *reinterpret_cast<float4*>(partial + static_cast<size_t>(start + pair) * H + row) =
-          *reinterpret_cast<const float4*>(scr + pair * 20 + q4 * 4);
+    __syncthreads();
+    const int row0 = blockIdx.x * 256 + wg * 128;
+    for (int id = tid & 127; id < N * 32; id += 128) {
+      const int pair = id >> 5, piece = id & 31, row = row0 + piece * 4;
+      if (pair < count && row < H) {
+        *reinterpret_cast<float4*>(partial + static_cast<size_t>(start + pair) * H + row) =
+            *reinterpret_cast<const float4*>(scr + pair * kStride + piece * 4);
+      }
     }
-  }
+  };
+  run_per_pair_groups(count, tile_body);
 }
 
 // y[t, :] = sum_j partial[pos_of[t*k + j], :], in choice order.
@@ -430,6 +414,7 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
                         int32_t num_slots, void* workspace, size_t workspace_bytes, float* y, cudaStream_t stream) {
   if (tokens < 0 || k <= 0 || num_slots <= 0) throw_invalid_launch("moe prefill: bad token, choice or slot count");
   if (tokens == 0) return;
+  if (layout.format != model::SlotFormat::kNvfp4) throw_invalid_launch("moe prefill: NVFP4 slots only (BF16 slots take the row kernels)");
   if (tokens > 65535) throw_invalid_launch("moe prefill: at most 65535 tokens per launch");
   const int64_t pairs64 = static_cast<int64_t>(tokens) * k;
   if (pairs64 >= (1LL << 31)) throw_invalid_launch("moe prefill: tokens * k too large");
@@ -440,7 +425,7 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
   }
   const Plan plan = make_plan(layout, tokens, k, num_slots);
   if (workspace_bytes < plan.bytes) throw_invalid_launch("moe prefill: workspace too small");
-  if (plan.max_tiles > 0x7fffffffLL) throw_invalid_launch("moe prefill: too many tiles");
+  if (plan.max_tiles > 65535) throw_invalid_launch("moe prefill: too many tiles (grid y); split the chunk");
   uint8_t* ws = static_cast<uint8_t*>(workspace);
   int32_t* counts = reinterpret_cast<int32_t*>(ws + plan.counts);
   int32_t* cursor = reinterpret_cast<int32_t*>(ws + plan.cursor);
@@ -464,20 +449,17 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
   to_bf16_kernel<<<static_cast<unsigned>(std::min<size_t>((quads + 255) / 256, 4096)), 256, 0, stream>>>(x, quads, x16);
   IMP_CUDA_CHECK_LAUNCH();
 
-  const bool nvfp4 = layout.format == model::SlotFormat::kNvfp4;
-  const int gu_strips = nvfp4 ? layout.gate.rows / 16 : (layout.intermediate + 15) / 16;
-  const int down_strips = nvfp4 ? layout.down.rows / 16 : (layout.hidden + 15) / 16;
-  const dim3 gu_grid(static_cast<unsigned>(plan.max_tiles), (gu_strips + kWarps - 1) / kWarps);
-  const dim3 down_grid(static_cast<unsigned>(plan.max_tiles), (down_strips + kWarps - 1) / kWarps);
-  if (nvfp4) {
-    moe_gate_up_kernel<true><<<gu_grid, kThreads, 0, stream>>>(pool, scales, layout, x16, sorted, tiles, num_tiles, k, act);
-    IMP_CUDA_CHECK_LAUNCH();
-    moe_down_kernel<true><<<down_grid, kThreads, 0, stream>>>(pool, scales, layout, act, sorted, weights, tiles, num_tiles, partial);
-  } else {
-    moe_gate_up_kernel<false><<<gu_grid, kThreads, 0, stream>>>(pool, scales, layout, x16, sorted, tiles, num_tiles, k, act);
-    IMP_CUDA_CHECK_LAUNCH();
-    moe_down_kernel<false><<<down_grid, kThreads, 0, stream>>>(pool, scales, layout, act, sorted, weights, tiles, num_tiles, partial);
-  }
+  static const bool smem_set = [] {  // dynamic shared memory beyond 48 KB
+    IMP_CUDA_CHECK(cudaFuncSetAttribute(moe_gate_up_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    IMP_CUDA_CHECK(cudaFuncSetAttribute(moe_down_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    return true;
+  }();
+  (void)smem_set;
+  const dim3 gu_grid((layout.gate.rows / 16 + 7) / 8, static_cast<unsigned>(plan.max_tiles));
+  const dim3 down_grid((layout.down.rows / 16 + 15) / 16, static_cast<unsigned>(plan.max_tiles));
+  moe_gate_up_kernel<<<gu_grid, kThreads, kSmemBytes, stream>>>(pool, scales, layout, x16, sorted, tiles, num_tiles, k, act);
+  IMP_CUDA_CHECK_LAUNCH();
+  moe_down_kernel<<<down_grid, kThreads, kSmemBytes, stream>>>(pool, scales, layout, act, sorted, weights, tiles, num_tiles, partial);
   IMP_CUDA_CHECK_LAUNCH();
   combine_kernel<<<dim3((layout.hidden / 4 + 127) / 128, tokens), 128, 0, stream>>>(partial, pos_of, k, layout.hidden, y);
   IMP_CUDA_CHECK_LAUNCH();

@@ -6,12 +6,15 @@
 //   for t < tokens, n < layout.hidden; y fp32 [tokens, hidden] is overwritten. x fp32 [tokens, hidden]
 //   (16-byte aligned), slots/weights [tokens, k] (slot indices into the pool, 0 <= slot < num_slots; e.g.
 //   launch_router_topk's experts when the pool holds every expert), scales [num_slots].
-//   NVFP4 slots: E2M1 x E4M3 is formed exactly in bf16 (at most 6 significant bits), products with bf16 x are
-//   exact, sums fp32 (mma.m16n8k16), weight_scale_2 applied to the sums. BF16 slots: bf16 weights, same mma.
+//   NVFP4 slots only (BF16 slots, e.g. the fixtures, go to the row kernels; a BF16 layout throws): E2M1 x E4M3 is
+//   formed exactly in bf16 (at most 6 significant bits), products with bf16 x are exact, sums fp32 (wgmma
+//   m64nNk16 with the weights as the register operand and every pair of a tile as N), weight_scale_2 applied to
+//   the sums.
 //   The k choices of a token are summed in choice order from fp32 per-choice partials: deterministic (the
 //   bucketing uses atomics, but a token's result never depends on which tile it lands in).
 //   Steps, all on `stream`, no host synchronisation, no allocation: count (token, choice) pairs per slot,
-//   plan tiles of <= 64 pairs per slot, scatter, x -> bf16, gate/up (+SwiGLU), down, combine.
+//   plan tiles of <= 128 pairs per slot (a slot's pairs split evenly), scatter, x -> bf16, gate/up (+SwiGLU), down,
+//   combine.
 //   workspace: moe_prefill_workspace_bytes(...) bytes, 256-byte aligned; about tokens*k*(hidden*4 +
 //   padded_intermediate*2) + tokens*hidden*2 bytes (the fp32 per-choice partials dominate: 420 MB at
 //   4096 tokens, k 10, hidden 2560). tokens <= 65535.
