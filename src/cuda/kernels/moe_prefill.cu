@@ -14,14 +14,21 @@ using namespace prefill;
 constexpr int kTilePairs = 128;  // (token, choice) pairs per tile at most: the wgmma N dimension
 constexpr int kThreads = 256;    // two warpgroups
 constexpr int kStrips = 16;      // 16-row weight strips per block: 2 warpgroups x 4 warps x 2
-constexpr int kStages = 6;
-constexpr int kAhead = kStages - 2;  // a stage is refilled two k steps after its wgmmas were issued (wait<1>)
-constexpr int kXStageBytes = kTilePairs * 64 * 2;           // bf16 activations: 64 inputs of 128 pairs
 constexpr int kWStageBytes = kStrips * 512 + kStrips * 64;  // NVFP4 codes, then scales, of the block's strips
-constexpr int kStageBytes = kXStageBytes + kWStageBytes;
-constexpr int kSmemBytes = kStages * kStageBytes;
-static_assert(kStageBytes % 128 == 0, "stages stay 128-byte aligned");
+constexpr int kSmemBytes = 6 * (kTilePairs * 128 + kWStageBytes);  // six stages of the widest tile
 static_assert(kSmemBytes <= 227 * 1024, "fits the SM's shared memory");
+
+// The pipeline of a tile of N pairs: each stage holds 64 inputs of the N pairs' activations (bf16), then the
+// block's weights of that supertile; narrower tiles fit more stages into the same shared memory, so more chunks
+// are in flight where a block has little to compute per chunk (few pairs per slot, e.g. short prompts).
+template <int N>
+struct Stages {
+  static constexpr int kXBytes = N * 128;
+  static constexpr int kBytes = kXBytes + kWStageBytes;
+  static constexpr int kCount = kSmemBytes / kBytes < 12 ? kSmemBytes / kBytes : 12;
+  static constexpr int kAhead = kCount - 2;  // a stage is refilled two k steps after its wgmmas were issued (wait<1>)
+  static_assert(kBytes % 128 == 0 && kCount >= 6, "stages stay 128-byte aligned; at least six");
+};
 
 struct Plan {
   size_t counts = 0, cursor = 0, tiles = 0, num_tiles = 0, sorted = 0, pos_of = 0, x16 = 0, act = 0, partial = 0;
@@ -139,9 +146,9 @@ __device__ __forceinline__ void run_per_pair_groups(int count, KLoop& k_loop) {
   }
 }
 
-// Activations in a stage: K-major "core matrices" without swizzle, as wgmma reads them: element (pair n, input
-// k) of the 64-input chunk at (k / 16) * 4096 + (n / 8) * 256 + ((k % 16) / 8) * 128 + (n % 8) * 16 + (k % 8) * 2
-// bytes. Descriptor: LBO (the two 8-input halves of a k16 step) 128 bytes, SBO (groups of 8 pairs) 256 bytes, no
+// Activations in a stage of a tile of N pairs: K-major "core matrices" without swizzle, as wgmma reads them:
+// element (pair n, input k) of the 64-input chunk at (k / 16) * 32 N + (n / 8) * 256 + ((k % 16) / 8) * 128 +
+// (n % 8) * 16 + (k % 8) * 2 bytes. Descriptor: LBO (the two 8-input halves of a k16 step) 128 bytes, SBO (groups of 8 pairs) 256 bytes, no
 // swizzle (checked on the H200 by bench/experiments/wgmma_probe.cu).
 __device__ __forceinline__ uint64_t x_descriptor(uint32_t smem_byte_address) {
   return ((smem_byte_address >> 4) & 0x3fff) | (uint64_t{128 >> 4} << 16) | (uint64_t{256 >> 4} << 32);
@@ -169,7 +176,7 @@ struct XCopies {
   __device__ void load_next(uint8_t* stage) {
     if (pair() >= N) return;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) cp_async16(stage + dst + i * 4096, src + 16 * i, valid && 16 * i < k_left);
+    for (int i = 0; i < 4; ++i) cp_async16(stage + dst + i * 32 * N, src + 16 * i, valid && 16 * i < k_left);
     src += 64;
     k_left -= 64;
   }
@@ -198,13 +205,13 @@ struct WCopies {
       valid[i] = strip < proj->rows / 16 && (codes || threadIdx.x < kStrips * 4);
       const int stride = codes ? 512 : 64;
       src[i] = slot_base + (codes ? proj->codes : proj->scales) + static_cast<size_t>(valid[i] ? strip : 0) * chunks * stride + piece * 16;
-      dst[i] = kXStageBytes + (codes ? e * 512 : kStrips * 512 + e * 64) + piece * 16;
+      dst[i] = (codes ? e * 512 : kStrips * 512 + e * 64) + piece * 16;  // in a stage's weight part
     }
   }
-  __device__ void load_next(uint8_t* stage) {
-    cp_async16(stage + dst[0], src[0], valid[0]);
-    cp_async16(stage + dst[1], src[1], valid[1]);
-    if (threadIdx.x < kStrips * 4) cp_async16(stage + dst[2], src[2], valid[2]);
+  __device__ void load_next(uint8_t* stage_weights) {
+    cp_async16(stage_weights + dst[0], src[0], valid[0]);
+    cp_async16(stage_weights + dst[1], src[1], valid[1]);
+    if (threadIdx.x < kStrips * 4) cp_async16(stage_weights + dst[2], src[2], valid[2]);
     src[0] += 512;
     src[1] += 512;
     src[2] += 64;
@@ -214,49 +221,50 @@ struct WCopies {
 // The k loop of one tile: acc0 / acc1 (N / 2 floats each, wgmma layout) += this warp's strips 0 / 1 (its places
 // entry0 / entry1 among the block's 16) . X^T over `chunks` 64-input supertiles of K inputs. Each wgmma covers a
 // warpgroup's 64 rows (one strip per warp) and all N pairs. Fragments are decoded one k16 step ahead of the
-// wgmmas that read them (wait<1>); stage st % kStages is refilled at step st + kAhead, after a barrier that
+// wgmmas that read them (wait<1>); stage st % kCount is refilled at step st + kAhead, after a barrier that
 // every warpgroup passes only once its wgmmas of step st - 2 are done.
 template <int N>
 __device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, XCopies xc, WCopies wc, int entry0, int entry1,
                                              float (&acc0)[N / 2], float (&acc1)[N / 2]) {
+  using S = Stages<N>;
   const int lane = threadIdx.x & 31, g = lane >> 2;
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) acc0[i] = acc1[i] = 0.0f;
 #pragma unroll
-  for (int s = 0; s < kAhead; ++s) {
+  for (int s = 0; s < S::kAhead; ++s) {
     if (s < chunks) {
-      xc.load_next<N>(smem + s * kStageBytes);
-      wc.load_next(smem + s * kStageBytes);
+      xc.load_next<N>(smem + s * S::kBytes);
+      wc.load_next(smem + s * S::kBytes + S::kXBytes);
     }
     cp_async_commit();
   }
   const uint32_t smem_base = smem_addr(smem);
   for (int st = 0; st < chunks; ++st) {
-    cp_async_wait<kAhead - 1>();  // this thread's copies of chunk st have landed
+    cp_async_wait<S::kAhead - 1>();  // this thread's copies of chunk st have landed
     wgmma::fence_proxy_async_shared();
     __syncthreads();  // and everyone's; both warpgroups are done with the stage refilled next
-    const int next = st + kAhead;
+    const int next = st + S::kAhead;
     if (next < chunks) {
-      xc.load_next<N>(smem + (next % kStages) * kStageBytes);
-      wc.load_next(smem + (next % kStages) * kStageBytes);
+      xc.load_next<N>(smem + (next % S::kCount) * S::kBytes);
+      wc.load_next(smem + (next % S::kCount) * S::kBytes + S::kXBytes);
     }
     cp_async_commit();
-    const int stage = st % kStages;
-    const uint8_t* w_stage = smem + stage * kStageBytes + kXStageBytes;
+    const int stage = st % S::kCount;
+    const uint8_t* w_stage = smem + stage * S::kBytes + S::kXBytes;
     const uint4 c0 = *reinterpret_cast<const uint4*>(w_stage + entry0 * 512 + lane * 16);
     const uint4 c1 = *reinterpret_cast<const uint4*>(w_stage + entry1 * 512 + lane * 16);
     const uint32_t* sc = reinterpret_cast<const uint32_t*>(w_stage + kStrips * 512);
     const uint32_t s0g = sc[entry0 * 16 + g], s0g8 = sc[entry0 * 16 + g + 8];
     const uint32_t s1g = sc[entry1 * 16 + g], s1g8 = sc[entry1 * 16 + g + 8];
     const uint32_t w0[4] = {c0.x, c0.y, c0.z, c0.w}, w1[4] = {c1.x, c1.y, c1.z, c1.w};
-    const uint32_t x_stage = smem_base + stage * kStageBytes;
+    const uint32_t x_stage = smem_base + stage * S::kBytes;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       uint32_t a0[4], a1[4];
       nvfp4_fragment(w0[q], s0g, s0g8, q, a0);
       nvfp4_fragment(w1[q], s1g, s1g8, q, a1);
       wgmma::wgmma_fence();
-      const uint64_t desc = x_descriptor(x_stage + q * 4096);
+      const uint64_t desc = x_descriptor(x_stage + q * 32 * N);
       wgmma::wgmma_rs<N>(acc0, a0, desc);
       wgmma::wgmma_rs<N>(acc1, a1, desc);
       wgmma::wgmma_commit();
