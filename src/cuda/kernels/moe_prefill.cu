@@ -148,8 +148,8 @@ __device__ __forceinline__ void run_per_pair_groups(int count, KLoop& k_loop) {
 
 // Activations in a stage of a tile of N pairs: K-major "core matrices" without swizzle, as wgmma reads them:
 // element (pair n, input k) of the 64-input chunk at (k / 16) * 32 N + (n / 8) * 256 + ((k % 16) / 8) * 128 +
-// (n % 8) * 16 + (k % 8) * 2 bytes. Descriptor: LBO (the two 8-input halves of a k16 step) 128 bytes, SBO (groups of 8 pairs) 256 bytes, no
-// swizzle (checked on the H200 by bench/experiments/wgmma_probe.cu).
+// (n % 8) * 16 + (k % 8) * 2 bytes. Descriptor: LBO (the two 8-input halves of a k16 step) 128 bytes, SBO (groups
+// of 8 pairs) 256 bytes, no swizzle (checked on the H200 by bench/experiments/wgmma_probe.cu).
 __device__ __forceinline__ uint64_t x_descriptor(uint32_t smem_byte_address) {
   return ((smem_byte_address >> 4) & 0x3fff) | (uint64_t{128 >> 4} << 16) | (uint64_t{256 >> 4} << 32);
 }
