@@ -52,20 +52,34 @@ __device__ uint64_t descriptor(uint32_t smem_byte_address, bool swap) {
   return start | (lbo << 16) | (sbo << 32);  // layout type 0: no swizzle
 }
 
+// Operand x [rows, K] (row-major bf16) into shared memory in the K-major core-matrix layout above.
+__device__ void stage_kmajor(const __nv_bfloat16* x, int rows, int K, uint8_t* dst) {
+  for (int e = threadIdx.x; e < rows * K; e += blockDim.x) {
+    *reinterpret_cast<__nv_bfloat16*>(dst + kmajor_offset(e / K, e % K, rows)) = x[e];
+  }
+}
+
+// The accumulators of m64nN (layout at the top) into row-major c [64, N].
+template <int N>
+__device__ void store_accumulators(const float (&d)[N / 2], float* c) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, cq = lane % 4;
+  for (int j = 0; j < N / 8; ++j) {
+    const int row = 16 * warp + g, col = 8 * j + 2 * cq;
+    c[row * N + col] = d[4 * j];
+    c[row * N + col + 1] = d[4 * j + 1];
+    c[(row + 8) * N + col] = d[4 * j + 2];
+    c[(row + 8) * N + col + 1] = d[4 * j + 3];
+  }
+}
+
 // C [64, N] = A [64, K] . B [N, K]^T, one warpgroup, everything in shared memory at once (K <= 256).
 template <int N>
 __global__ void __launch_bounds__(128) probe_kernel(const __nv_bfloat16* a, const __nv_bfloat16* b, int K, bool swap, float* c) {
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* sa = smem;
   uint8_t* sb = smem + 64 * K * 2;
-  for (int e = threadIdx.x; e < 64 * K; e += blockDim.x) {
-    const int m = e / K, k = e % K;
-    *reinterpret_cast<__nv_bfloat16*>(sa + kmajor_offset(m, k, 64)) = a[e];
-  }
-  for (int e = threadIdx.x; e < N * K; e += blockDim.x) {
-    const int n = e / K, k = e % K;
-    *reinterpret_cast<__nv_bfloat16*>(sb + kmajor_offset(n, k, N)) = b[e];
-  }
+  stage_kmajor(a, 64, K, sa);
+  stage_kmajor(b, N, K, sb);
   // Generic-proxy stores must be visible to the async proxy that wgmma reads shared memory through.
   fence_proxy_async_shared();
   __syncthreads();
@@ -80,15 +94,7 @@ __global__ void __launch_bounds__(128) probe_kernel(const __nv_bfloat16* a, cons
   }
   wgmma_commit();
   wgmma_wait<0>();
-
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, cq = lane % 4;
-  for (int j = 0; j < N / 8; ++j) {
-    const int row = 16 * warp + g, col = 8 * j + 2 * cq;
-    c[row * N + col] = d[4 * j];
-    c[row * N + col + 1] = d[4 * j + 1];
-    c[(row + 8) * N + col] = d[4 * j + 2];
-    c[(row + 8) * N + col + 1] = d[4 * j + 3];
-  }
+  store_accumulators<N>(d, c);
 }
 
 // The same product with A from registers: warp w loads the mma.m16n8k16 A fragment of rows 16 w .. 16 w + 15
@@ -97,10 +103,7 @@ template <int N>
 __global__ void __launch_bounds__(128) probe_rs_kernel(const __nv_bfloat16* a, const __nv_bfloat16* b, int K, bool swap, float* c) {
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* sb = smem;
-  for (int e = threadIdx.x; e < N * K; e += blockDim.x) {
-    const int n = e / K, k = e % K;
-    *reinterpret_cast<__nv_bfloat16*>(sb + kmajor_offset(n, k, N)) = b[e];
-  }
+  stage_kmajor(b, N, K, sb);
   fence_proxy_async_shared();
   __syncthreads();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, cq = lane % 4;
@@ -118,13 +121,7 @@ __global__ void __launch_bounds__(128) probe_rs_kernel(const __nv_bfloat16* a, c
     wgmma_commit();
     wgmma_wait<0>();  // frag is rewritten next step
   }
-  for (int j = 0; j < N / 8; ++j) {
-    const int row = 16 * warp + g, col = 8 * j + 2 * cq;
-    c[row * N + col] = d[4 * j];
-    c[row * N + col + 1] = d[4 * j + 1];
-    c[(row + 8) * N + col] = d[4 * j + 2];
-    c[(row + 8) * N + col + 1] = d[4 * j + 3];
-  }
+  store_accumulators<N>(d, c);
 }
 
 template <int N>

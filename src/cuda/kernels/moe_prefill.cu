@@ -25,7 +25,7 @@ template <int N>
 struct Stages {
   static constexpr int kXBytes = N * 128;
   static constexpr int kBytes = kXBytes + kWStageBytes;
-  static constexpr int kCount = kSmemBytes / kBytes < 12 ? kSmemBytes / kBytes : 12;
+  static constexpr int kCount = kSmemBytes / kBytes;  // 11, 8, 7, 6 for N = 32, 64, 96, 128
   static constexpr int kAhead = kCount - 2;  // a stage is refilled two k steps after its wgmmas were issued (wait<1>)
   static_assert(kBytes % 128 == 0 && kCount >= 6, "stages stay 128-byte aligned; at least six");
 };
