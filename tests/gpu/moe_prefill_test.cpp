@@ -194,13 +194,22 @@ void check_moe_prefill(int H, int I, int num_slots, int used, int tokens, int k,
 TEST(GpuMoePrefill, Nvfp4SlotsMatchCpuAtReleasedShapes) {
   for (int tokens : {1, 37, 300}) check_moe_prefill(2560, 640, 300, 20, tokens, 10);
 }
-// k = 10 over a pool of 512 slots (128 of them used, one of them slot 511, to keep the CPU twin affordable):
-// 1024 tokens give ~80 pairs per slot, the load of the released model at a 4096-token chunk.
-TEST(GpuMoePrefill, Nvfp4SlotsRealisticLoadAtReleasedShapes) { check_moe_prefill(2560, 640, 512, 128, 1024, 10); }
-// 257 tokens: one slot with 257 pairs (three tiles of 85-86), one with 129 (65 + 64), three with one pair;
-// 120 tokens: one slot with 120 pairs (one tile, the widest wgmma), one with 60.
+// k = 10 over 128 used slots (to keep the CPU twin affordable): 1024 tokens give ~80 pairs per slot, the load of
+// the released model at a 4096-token chunk. In a pool of 512 slots (one of them slot 511) the host plans narrow
+// tiles (20 pairs per slot of the pool), in a pool of 128 wide ones.
+TEST(GpuMoePrefill, Nvfp4SlotsRealisticLoadAtReleasedShapes) {
+  check_moe_prefill(2560, 640, 512, 128, 1024, 10);
+  check_moe_prefill(2560, 640, 128, 128, 1024, 10);
+}
+// 257 tokens: one slot with 257 pairs, one with 129, three with one pair; 120 tokens: one slot with 120 pairs,
+// one with 60. Over a pool of 512 slots these loads take the narrow tiles (up to 32 pairs: 257 = 9 tiles of
+// 28-29); over a pool of 20 the wide ones (257 = three tiles of 85-86, 129 = 65 + 64, 120 = one tile: the widest
+// wgmma). The host picks the shape from tokens * k / slots.
 TEST(GpuMoePrefill, Nvfp4SlotsSkewedRoutingAtReleasedShapes) {
-  for (int tokens : {257, 120}) check_moe_prefill(2560, 640, 512, 40, tokens, 10, Routing::kSkewed);
+  for (int tokens : {257, 120}) {
+    check_moe_prefill(2560, 640, 512, 40, tokens, 10, Routing::kSkewed);
+    check_moe_prefill(2560, 640, 20, 20, tokens, 10, Routing::kSkewed);
+  }
 }
 TEST(GpuMoePrefill, Nvfp4SlotsSkewedRoutingTinyShapes) {
   for (int tokens : {3, 300}) check_moe_prefill(64, 16, 16, 16, tokens, 4, Routing::kSkewed);

@@ -77,11 +77,11 @@ __global__ void conv_state_kernel(const float* __restrict__ mixed, float* state,
 // Shared-memory strides are chosen so that the fragment loads are conflict-free: a row-major A (or an
 // n-major B) with a stride = 4 mod 32, a k-major B (or a column-major A) with a stride = 8 mod 32.
 
-__device__ __forceinline__ uint32_t tf32_rna(float x) {
-  uint32_t r;
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return r;
-}
+// cvt.rna.tf32.f32 rounded in integer arithmetic: adding half a tf32 ulp to the magnitude bits and dropping the
+// low 13 rounds to nearest with ties away from zero, the same bits for every finite x (cvt.rna compiles to an
+// infinity test, a predicated add and the mask; this is two instructions, and the splits are about half of the
+// scan's instructions).
+__device__ __forceinline__ uint32_t tf32_rna(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
 
 struct FragA {
   uint32_t hi[4], lo[4];

@@ -11,21 +11,30 @@ namespace {
 
 using namespace prefill;
 
-constexpr int kTilePairs = 128;  // (token, choice) pairs per tile at most: the wgmma N dimension
+// Two tile shapes: up to 128 (token, choice) pairs per tile (the wgmma N dimension), one block per SM; or, where
+// a chunk gives a slot only a few pairs (short prompts), up to 32 pairs at two blocks per SM, so that one block's
+// pipeline fill and epilogue hide behind the other's k loop.
+constexpr int kWidePairs = 128, kNarrowPairs = 32;
+// The narrow tiles from this many pairs per slot (tokens * k / slots) down. Measured on the H200 (session 9,
+// full-scale dummy model, medians of 5): narrow against wide tiles at pp 512 (10 pairs per slot) 6237 against
+// 5429 tok/s, at pp 1024 (20) 8818 against 8122; at pp 2048 (40) wide is faster, 10616 against 10317.
+constexpr int kNarrowMaxPairsPerSlot = 32;
 constexpr int kThreads = 256;    // two warpgroups
 constexpr int kStrips = 16;      // 16-row weight strips per block: 2 warpgroups x 4 warps x 2
 constexpr int kWStageBytes = kStrips * 512 + kStrips * 64;  // NVFP4 codes, then scales, of the block's strips
-constexpr int kSmemBytes = 6 * (kTilePairs * 128 + kWStageBytes);  // six stages of the widest tile
-static_assert(kSmemBytes <= 227 * 1024, "fits the SM's shared memory");
+// Six stages of the widest tile; the narrow tiles' blocks take 8 stages each, two blocks per SM.
+template <int kPairs>
+constexpr int kSmemBytes = kPairs == kWidePairs ? 6 * (kWidePairs * 128 + kWStageBytes) : 8 * (kNarrowPairs * 128 + kWStageBytes);
+static_assert(kSmemBytes<kWidePairs> <= 227 * 1024 && 2 * (kSmemBytes<kNarrowPairs> + 1024) <= 228 * 1024, "fits");
 
 // The pipeline of a tile of N pairs: each stage holds 64 inputs of the N pairs' activations (bf16), then the
 // block's weights of that supertile; narrower tiles fit more stages into the same shared memory, so more chunks
 // are in flight where a block has little to compute per chunk (few pairs per slot, e.g. short prompts).
-template <int N>
+template <int kPairs, int N>
 struct Stages {
   static constexpr int kXBytes = N * 128;
   static constexpr int kBytes = kXBytes + kWStageBytes;
-  static constexpr int kCount = kSmemBytes / kBytes;  // 11, 8, 7, 6 for N = 32, 64, 96, 128
+  static constexpr int kCount = kSmemBytes<kPairs> / kBytes;
   static constexpr int kAhead = kCount - 2;  // a stage is refilled two k steps after its wgmmas were issued (wait<1>)
   static_assert(kBytes % 128 == 0 && kCount >= 6, "stages stay 128-byte aligned; at least six");
 };
@@ -39,7 +48,7 @@ struct Plan {
 Plan make_plan(const model::ExpertSlotLayout& layout, int64_t tokens, int64_t k, int64_t num_slots) {
   Plan p;
   const int64_t pairs = tokens * k;
-  p.max_tiles = (pairs + kTilePairs - 1) / kTilePairs + std::min(num_slots, pairs);
+  p.max_tiles = (pairs + kNarrowPairs - 1) / kNarrowPairs + std::min(num_slots, pairs);  // either tile shape
   size_t offset = 0;
   auto take = [&](int64_t bytes) {
     const size_t at = offset;
@@ -65,10 +74,10 @@ __global__ void count_kernel(const int32_t* slots, int pairs, int32_t* counts) {
 }
 
 // One block: exclusive offsets of each slot's pairs (cursor) and the tile list, slot by slot, in slot order. A
-// slot's pairs are split evenly over ceil(count / 128) tiles (e.g. 130 -> 65 + 65, not 128 + 2).
+// slot's pairs are split evenly over ceil(count / tile_pairs) tiles (e.g. 130 -> 65 + 65, not 128 + 2).
 constexpr int kPlanThreads = 1024;
-__global__ void __launch_bounds__(kPlanThreads) plan_kernel(const int32_t* counts, int num_slots, int32_t* cursor,
-                                                            int4* tiles, int32_t* num_tiles) {
+__global__ void __launch_bounds__(kPlanThreads) plan_kernel(const int32_t* counts, int num_slots, int tile_pairs,
+                                                            int32_t* cursor, int4* tiles, int32_t* num_tiles) {
   __shared__ int s_pairs[kPlanThreads], s_tiles[kPlanThreads];
   const int tid = threadIdx.x;
   const int per = (num_slots + kPlanThreads - 1) / kPlanThreads;
@@ -77,7 +86,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_kernel(const int32_t* count
   for (int s = begin; s < end; ++s) {
     const int c = counts[s];
     pairs += c;
-    tl += (c + kTilePairs - 1) / kTilePairs;
+    tl += (c + tile_pairs - 1) / tile_pairs;
   }
   s_pairs[tid] = pairs;
   s_tiles[tid] = tl;
@@ -93,7 +102,7 @@ __global__ void __launch_bounds__(kPlanThreads) plan_kernel(const int32_t* count
   for (int s = begin; s < end; ++s) {
     const int c = counts[s];
     cursor[s] = pair_off;
-    const int n = (c + kTilePairs - 1) / kTilePairs;
+    const int n = (c + tile_pairs - 1) / tile_pairs;
     for (int i = 0, at = 0; i < n; ++i) {
       const int size = c / n + (i < c % n ? 1 : 0);
       tiles[tile_off++] = make_int4(s, pair_off + at, size, 0);
@@ -136,13 +145,17 @@ __device__ __forceinline__ void nvfp4_fragment(uint32_t word, uint32_t scales_ro
 
 // k_loop.operator()<NJ>() for a tile of `count` pairs, NJ = its groups of 32 pairs (1-4, block-uniform): the
 // kernels' k loops are instantiated per wgmma width N = 32 * NJ.
-template <typename KLoop>
+template <int kPairs, typename KLoop>
 __device__ __forceinline__ void run_per_pair_groups(int count, KLoop& k_loop) {
-  switch ((count + 31) / 32) {
-    case 1: k_loop.template operator()<1>(); break;
-    case 2: k_loop.template operator()<2>(); break;
-    case 3: k_loop.template operator()<3>(); break;
-    default: k_loop.template operator()<4>(); break;
+  if constexpr (kPairs == kNarrowPairs) {
+    k_loop.template operator()<1>();
+  } else {
+    switch ((count + 31) / 32) {
+      case 1: k_loop.template operator()<1>(); break;
+      case 2: k_loop.template operator()<2>(); break;
+      case 3: k_loop.template operator()<3>(); break;
+      default: k_loop.template operator()<4>(); break;
+    }
   }
 }
 
@@ -154,18 +167,27 @@ __device__ __forceinline__ uint64_t x_descriptor(uint32_t smem_byte_address) {
   return ((smem_byte_address >> 4) & 0x3fff) | (uint64_t{128 >> 4} << 16) | (uint64_t{256 >> 4} << 32);
 }
 
-// This thread's activation copies (cp.async): thread t owns pair n = t % 8 + 8 * ((t / 16) % 16) and, of each
-// 64-input chunk, the 16-byte pieces 2 i + (t / 8) % 2, i < 4 (a warp fills 512 contiguous bytes per i). The
-// chunks are loaded in order, so the source only advances (no address arithmetic per copy).
+// This thread's activation copies (cp.async) for tiles of up to kPairs pairs: of each 64-input chunk, the copy
+// grid of k16 block i is kPairs rows x 2 halves; thread t takes slot t % (2 kPairs) of the blocks i = t / (2 kPairs)
+// + j 256 / (2 kPairs), j < kPairs / 32: pair n = slot % 8 + 8 (slot / 16), half (slot / 8) % 2 (a warp fills 512
+// contiguous bytes per copy). The chunks are loaded in order, so the source only advances.
+template <int kPairs>
 struct XCopies {
+  static constexpr int kSlots = 2 * kPairs, kPerThread = kPairs / 32;
   const uint16_t* src;  // this thread's first piece of the next chunk (the tile's first row for pairs beyond it)
   int k_left;           // inputs of the row left from that piece on (<= 0: zero-fill)
-  uint32_t dst;         // byte offset of piece i = 0 in a stage
+  uint32_t dst;         // byte offset of piece j = 0 in a stage, before the k16 block's N-dependent offset
+  int block0;           // the first k16 block
   bool valid;           // the pair is in the tile
-  static __device__ int pair() { return (threadIdx.x & 7) + 8 * ((threadIdx.x >> 4) & 15); }
+  static __device__ int pair() {
+    const int slot = threadIdx.x % kSlots;
+    return (slot & 7) + 8 * (slot >> 4);
+  }
   __device__ XCopies(const uint16_t* pair_row, const uint16_t* first_row, int K) {
-    const int n = pair(), k0 = ((threadIdx.x >> 3) & 1) * 8;
-    dst = (n >> 3) * 256 + (k0 / 8) * 128 + (n & 7) * 16;
+    const int slot = threadIdx.x % kSlots, n = pair(), half = (slot >> 3) & 1;
+    block0 = threadIdx.x / kSlots;
+    const int k0 = 16 * block0 + 8 * half;
+    dst = (n >> 3) * 256 + half * 128 + (n & 7) * 16;
     valid = pair_row != nullptr;
     src = (valid ? pair_row : first_row) + k0;
     k_left = K - k0;
@@ -175,8 +197,11 @@ struct XCopies {
   template <int N>
   __device__ void load_next(uint8_t* stage) {
     if (pair() >= N) return;
+    constexpr int kStep = 256 / kSlots;  // k16 blocks between this thread's copies
 #pragma unroll
-    for (int i = 0; i < 4; ++i) cp_async16(stage + dst + i * 32 * N, src + 16 * i, valid && 16 * i < k_left);
+    for (int j = 0; j < kPerThread; ++j) {
+      cp_async16(stage + dst + (block0 + j * kStep) * 32 * N, src + 16 * kStep * j, valid && 16 * kStep * j < k_left);
+    }
     src += 64;
     k_left -= 64;
   }
@@ -223,10 +248,10 @@ struct WCopies {
 // warpgroup's 64 rows (one strip per warp) and all N pairs. Fragments are decoded one k16 step ahead of the
 // wgmmas that read them (wait<1>); stage st % kCount is refilled at step st + kAhead, after a barrier that
 // every warpgroup passes only once its wgmmas of step st - 2 are done.
-template <int N>
-__device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, XCopies xc, WCopies wc, int entry0, int entry1,
-                                             float (&acc0)[N / 2], float (&acc1)[N / 2]) {
-  using S = Stages<N>;
+template <int kPairs, int N>
+__device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, XCopies<kPairs> xc, WCopies wc, int entry0,
+                                             int entry1, float (&acc0)[N / 2], float (&acc1)[N / 2]) {
+  using S = Stages<kPairs, N>;
   const int lane = threadIdx.x & 31, g = lane >> 2;
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) acc0[i] = acc1[i] = 0.0f;
@@ -279,19 +304,20 @@ __device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, XCopies 
 // Block (x: 128 intermediate rows, y: one tile of <= 128 pairs of one slot; the row blocks of a tile run side by
 // side and share its activation rows in L2): gate and up together (warpgroup wg holds rows 64 wg .. 64 wg + 63 of
 // both), then SwiGLU; act [pairs in bucket order, padded_intermediate] bf16.
-__global__ void __launch_bounds__(kThreads, 1)
+template <int kPairs>
+__global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
     moe_gate_up_kernel(const uint8_t* __restrict__ pool, const model::SlotScales* __restrict__ scales,
                        model::ExpertSlotLayout layout, const uint16_t* __restrict__ x16, const int32_t* __restrict__ sorted,
                        const int4* __restrict__ tiles, const int32_t* __restrict__ num_tiles, int k,
                        uint16_t* __restrict__ act) {
   extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ int tok[kTilePairs];
+  __shared__ int tok[kPairs];
   if (static_cast<int>(blockIdx.y) >= *num_tiles) return;  // block-uniform, before any barrier
   const int4 tile = tiles[blockIdx.y];
   const int slot = tile.x, start = tile.y, count = tile.z;
   const int H = layout.hidden, Ipad = layout.padded_intermediate;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, w = warp & 3, g = lane >> 2, c = lane & 3;
-  if (tid < kTilePairs) tok[tid] = tid < count ? sorted[start + tid] / k : -1;
+  if (tid < kPairs) tok[tid] = tid < count ? sorted[start + tid] / k : -1;
   __syncthreads();
 
   const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
@@ -301,17 +327,17 @@ __global__ void __launch_bounds__(kThreads, 1)
     proj = e < 8 ? &layout.gate : &layout.up;
     strip = blockIdx.x * 8 + (e & 7);
   };
-  const int my_tok = tok[XCopies::pair()];
-  const XCopies xc(my_tok >= 0 ? x16 + static_cast<size_t>(my_tok) * H : nullptr, x16 + static_cast<size_t>(tok[0]) * H, H);
+  const int my_tok = tok[XCopies<kPairs>::pair()];
+  const XCopies<kPairs> xc(my_tok >= 0 ? x16 + static_cast<size_t>(my_tok) * H : nullptr, x16 + static_cast<size_t>(tok[0]) * H, H);
   const WCopies wc(base, chunks, strip_of);
 
   auto tile_body = [&]<int NJ>() {
     constexpr int N = 32 * NJ;
     float accg[N / 2], accu[N / 2];
-    wgmma_k_loop<N>(chunks, smem, xc, wc, wg * 4 + w, 8 + wg * 4 + w, accg, accu);
-    // SwiGLU into this warpgroup's [128 pairs][64 rows] bf16 scratch (row stride 72), then 16-byte stores.
+    wgmma_k_loop<kPairs, N>(chunks, smem, xc, wc, wg * 4 + w, 8 + wg * 4 + w, accg, accu);
+    // SwiGLU into this warpgroup's [kPairs pairs][64 rows] bf16 scratch (row stride 72), then 16-byte stores.
     constexpr int kStride = 72;
-    uint16_t* scr = reinterpret_cast<uint16_t*>(smem) + wg * (kTilePairs * kStride);
+    uint16_t* scr = reinterpret_cast<uint16_t*>(smem) + wg * (kPairs * kStride);
     const model::SlotScales s = scales[slot];
     const float fg = s.gate * kScaleFold, fu = s.up * kScaleFold;
 #pragma unroll
@@ -333,24 +359,25 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   };
-  run_per_pair_groups(count, tile_body);
+  run_per_pair_groups<kPairs>(count, tile_body);
 }
 
 // Block (x: 256 output rows of down, y: one tile; warpgroup wg: rows 128 wg .. 128 wg + 127 as two 64-row
 // blocks): writes the weighted fp32 partial of each pair, partial [pairs in bucket order, hidden].
-__global__ void __launch_bounds__(kThreads, 1)
+template <int kPairs>
+__global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
     moe_down_kernel(const uint8_t* __restrict__ pool, const model::SlotScales* __restrict__ scales,
                     model::ExpertSlotLayout layout, const uint16_t* __restrict__ act, const int32_t* __restrict__ sorted,
                     const float* __restrict__ weights, const int4* __restrict__ tiles,
                     const int32_t* __restrict__ num_tiles, float* __restrict__ partial) {
   extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ float route_w[kTilePairs];
+  __shared__ float route_w[kPairs];
   if (static_cast<int>(blockIdx.y) >= *num_tiles) return;
   const int4 tile = tiles[blockIdx.y];
   const int slot = tile.x, start = tile.y, count = tile.z;
   const int H = layout.hidden, Ipad = layout.padded_intermediate;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, w = warp & 3, g = lane >> 2, c = lane & 3;
-  if (tid < kTilePairs) route_w[tid] = tid < count ? weights[sorted[start + tid]] : 0.0f;
+  if (tid < kPairs) route_w[tid] = tid < count ? weights[sorted[start + tid]] : 0.0f;
   __syncthreads();
 
   const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
@@ -359,18 +386,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     proj = &layout.down;
     strip = blockIdx.x * 16 + e;
   };
-  const int my_pair = XCopies::pair();
-  const XCopies xc(my_pair < count ? act + static_cast<size_t>(start + my_pair) * Ipad : nullptr, act + static_cast<size_t>(start) * Ipad, Ipad);
+  const int my_pair = XCopies<kPairs>::pair();
+  const XCopies<kPairs> xc(my_pair < count ? act + static_cast<size_t>(start + my_pair) * Ipad : nullptr, act + static_cast<size_t>(start) * Ipad, Ipad);
   const WCopies wc(base, chunks, strip_of);
 
   auto tile_body = [&]<int NJ>() {
     constexpr int N = 32 * NJ;
     float acc0[N / 2], acc1[N / 2];
-    wgmma_k_loop<N>(chunks, smem, xc, wc, wg * 8 + w, wg * 8 + 4 + w, acc0, acc1);
-    // Weighted partials into this warpgroup's [128 pairs][128 rows] fp32 scratch (row stride 132), then 16-byte
+    wgmma_k_loop<kPairs, N>(chunks, smem, xc, wc, wg * 8 + w, wg * 8 + 4 + w, acc0, acc1);
+    // Weighted partials into this warpgroup's [kPairs pairs][128 rows] fp32 scratch (row stride 132), then 16-byte
     // stores.
     constexpr int kStride = 132;
-    float* scr = reinterpret_cast<float*>(smem) + wg * (kTilePairs * kStride);
+    float* scr = reinterpret_cast<float*>(smem) + wg * (kPairs * kStride);
     const float fd = scales[slot].down * kScaleFold;
 #pragma unroll
     for (int j = 0; j < N / 8; ++j) {
@@ -392,7 +419,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
   };
-  run_per_pair_groups(count, tile_body);
+  run_per_pair_groups<kPairs>(count, tile_body);
 }
 
 // y[t, :] = sum_j partial[pos_of[t*k + j], :], in choice order.
@@ -449,7 +476,9 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
   IMP_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(num_slots) * 4, stream));
   count_kernel<<<(pairs + 255) / 256, 256, 0, stream>>>(slots, pairs, counts);
   IMP_CUDA_CHECK_LAUNCH();
-  plan_kernel<<<1, kPlanThreads, 0, stream>>>(counts, num_slots, cursor, tiles, num_tiles);
+  const bool narrow = pairs64 <= static_cast<int64_t>(kNarrowMaxPairsPerSlot) * num_slots;
+  plan_kernel<<<1, kPlanThreads, 0, stream>>>(counts, num_slots, narrow ? kNarrowPairs : kWidePairs, cursor, tiles,
+                                              num_tiles);
   IMP_CUDA_CHECK_LAUNCH();
   scatter_kernel<<<(pairs + 255) / 256, 256, 0, stream>>>(slots, pairs, cursor, sorted, pos_of);
   IMP_CUDA_CHECK_LAUNCH();
@@ -457,18 +486,27 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
   to_bf16_kernel<<<static_cast<unsigned>(std::min<size_t>((quads + 255) / 256, 4096)), 256, 0, stream>>>(x, quads, x16);
   IMP_CUDA_CHECK_LAUNCH();
 
-  static const bool smem_set = [] {  // dynamic shared memory beyond 48 KB
-    IMP_CUDA_CHECK(cudaFuncSetAttribute(moe_gate_up_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    IMP_CUDA_CHECK(cudaFuncSetAttribute(moe_down_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    return true;
-  }();
-  (void)smem_set;
-  const dim3 gu_grid((layout.gate.rows / 16 + 7) / 8, static_cast<unsigned>(plan.max_tiles));
-  const dim3 down_grid((layout.down.rows / 16 + 15) / 16, static_cast<unsigned>(plan.max_tiles));
-  moe_gate_up_kernel<<<gu_grid, kThreads, kSmemBytes, stream>>>(pool, scales, layout, x16, sorted, tiles, num_tiles, k, act);
-  IMP_CUDA_CHECK_LAUNCH();
-  moe_down_kernel<<<down_grid, kThreads, kSmemBytes, stream>>>(pool, scales, layout, act, sorted, weights, tiles, num_tiles, partial);
-  IMP_CUDA_CHECK_LAUNCH();
+  auto run = [&]<int kPairs>() {
+    static const bool smem_set = [] {  // dynamic shared memory beyond 48 KB, once per tile shape
+      IMP_CUDA_CHECK(cudaFuncSetAttribute(moe_gate_up_kernel<kPairs>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kPairs>));
+      IMP_CUDA_CHECK(cudaFuncSetAttribute(moe_down_kernel<kPairs>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kPairs>));
+      return true;
+    }();
+    (void)smem_set;
+    const dim3 gu_grid((layout.gate.rows / 16 + 7) / 8, static_cast<unsigned>(plan.max_tiles));
+    const dim3 down_grid((layout.down.rows / 16 + 15) / 16, static_cast<unsigned>(plan.max_tiles));
+    moe_gate_up_kernel<kPairs><<<gu_grid, kThreads, kSmemBytes<kPairs>, stream>>>(pool, scales, layout, x16, sorted, tiles,
+                                                                                  num_tiles, k, act);
+    IMP_CUDA_CHECK_LAUNCH();
+    moe_down_kernel<kPairs><<<down_grid, kThreads, kSmemBytes<kPairs>, stream>>>(pool, scales, layout, act, sorted, weights,
+                                                                                 tiles, num_tiles, partial);
+    IMP_CUDA_CHECK_LAUNCH();
+  };
+  if (narrow) {
+    run.template operator()<kNarrowPairs>();
+  } else {
+    run.template operator()<kWidePairs>();
+  }
   combine_kernel<<<dim3((layout.hidden / 4 + 127) / 128, tokens), 128, 0, stream>>>(partial, pos_of, k, layout.hidden, y);
   IMP_CUDA_CHECK_LAUNCH();
 }
