@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "cpu/ops.h"
+#include "cuda/kernels/qsa.h"
 #include "cuda/kernels/random_fill.h"
 
 namespace imp::cuda {
@@ -96,6 +97,10 @@ struct DeviceModel::Builder {
     const model::IndexerWeights* ix = w && w->indexer ? &*w->indexer : nullptr;
     const int64_t index_rows = c.has_qsa ? (c.indexer_n_heads + 1) * c.indexer_head_dim : 0;
     if (c.has_qsa) {
+      if (c.indexer_n_heads > kQsaMaxIndexHeads || c.indexer_head_dim > kQsaMaxIndexDim) {
+        fail("QSA indexer of {} heads x {} dims is beyond the GPU selection kernels' {} x {}", c.indexer_n_heads,
+             c.indexer_head_dim, kQsaMaxIndexHeads, kQsaMaxIndexDim);
+      }
       a.in_proj = projection(heads * 2 * hd + 2 * kv_width + index_rows, d,
                              {w ? w->q_proj : nullptr, w ? w->k_proj : nullptr, w ? w->v_proj : nullptr,
                               ix ? ix->qk_proj : nullptr});

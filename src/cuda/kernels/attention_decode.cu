@@ -67,17 +67,34 @@ __global__ void kv_append_kernel(KvPages cache, const float* k, const float* v, 
 // heads, the indexer key (append + block key).
 constexpr int kPrepWarps = 8;
 
+// A lane's elements lane, lane + 32, ... of a head (up to kMaxHeadDim), loaded in one round trip: a loop of
+// one load and one store per step waits for every load in turn.
+constexpr int kHeadLanes = kMaxHeadDim / kWarp;
+template <class T>
+__device__ __forceinline__ void load_head_lanes(const T* in, int head_dim, int lane, T (&v)[kHeadLanes]) {
+#pragma unroll
+  for (int j = 0; j < kHeadLanes; ++j) {
+    if (lane + j * kWarp < head_dim) v[j] = in[lane + j * kWarp];
+  }
+}
+
 // One head's (1 + w) RMSNorm and RoPE into `out` (the warp's shared buffer); gain is scratch. The arithmetic
 // and order of head_norm_rope_kernel, so both give the same bits; the input and weight loads go out together.
 __device__ __forceinline__ void norm_rope_head(const float* in, const uint16_t* weight, int head_dim, int rotary_dim,
                                                float position, const float* inv_freq, float eps, float* out,
                                                float* gain, int lane) {
+  float v[kHeadLanes];
+  uint16_t w[kHeadLanes];
+  load_head_lanes(in, head_dim, lane, v);
+  load_head_lanes(weight, head_dim, lane, w);
   float s = 0.0f;
-  for (int i = lane; i < head_dim; i += kWarp) {
-    const float v = in[i];
-    gain[i] = 1.0f + bf16_bits_to_float(weight[i]);
-    out[i] = v;
-    s += v * v;
+#pragma unroll
+  for (int j = 0; j < kHeadLanes; ++j) {
+    const int i = lane + j * kWarp;
+    if (i >= head_dim) break;
+    gain[i] = 1.0f + bf16_bits_to_float(w[j]);
+    out[i] = v[j];
+    s += v[j] * v[j];
   }
   const float inv = rsqrtf(warp_sum(s) / static_cast<float>(head_dim) + eps);
   for (int i = lane; i < head_dim; i += kWarp) out[i] = out[i] * inv * gain[i];
@@ -102,11 +119,16 @@ __global__ void __launch_bounds__(kPrepWarps * kWarp) attention_decode_prep_kern
   task -= p.heads;
   if (task < p.kv_heads) {
     const int width = p.kv_heads * hd, offset = task * hd;
+    float values[kHeadLanes];
+    load_head_lanes(p.v + offset, hd, lane, values);
     norm_rope_head(p.k + offset, p.k_norm, hd, p.rotary_dim, static_cast<float>(position), p.inv_freq, p.eps, out,
                    gain[warp], lane);
     const size_t at = cache_index(p.cache, 0, position, offset, width);
-    for (int i = lane; i < hd; i += kWarp) {
-      const float value = p.v[offset + i];
+#pragma unroll
+    for (int j = 0; j < kHeadLanes; ++j) {
+      const int i = lane + j * kWarp;
+      if (i >= hd) break;
+      const float value = values[j];
       if (p.cache.bf16) {
         const __nv_bfloat16 kb = __float2bfloat16_rn(out[i]), vb = __float2bfloat16_rn(value);
         static_cast<uint16_t*>(p.cache.keys)[at + i] = *reinterpret_cast<const uint16_t*>(&kb);
@@ -129,8 +151,12 @@ __global__ void __launch_bounds__(kPrepWarps * kWarp) attention_decode_prep_kern
     return;
   }
   if (task != p.index_heads) return;
-  const float* key = p.index + static_cast<size_t>(p.index_heads) * id;
-  for (int i = lane; i < id; i += kWarp) p.raw_keys[static_cast<size_t>(position) * id + i] = key[i];
+  float key[kHeadLanes];
+  load_head_lanes(p.index + static_cast<size_t>(p.index_heads) * id, id, lane, key);
+#pragma unroll
+  for (int j = 0; j < kHeadLanes; ++j) {
+    if (lane + j * kWarp < id) p.raw_keys[static_cast<size_t>(position) * id + lane + j * kWarp] = key[j];
+  }
   __syncwarp();  // the block key reads the row just written by the other lanes
   if ((position + 1) % p.ratio == 0) {
     write_block_key(p.raw_keys, (position + 1) / p.ratio - 1, p.ratio, id, p.index_k_norm, p.eps, p.rotary_dim,
@@ -188,6 +214,29 @@ __host__ __device__ constexpr size_t partial_shared_floats(int group_chunk, int 
   return static_cast<size_t>(group_chunk) * tile + static_cast<size_t>(tile) * hd + static_cast<size_t>(group_chunk) * hd;
 }
 
+// q_s [gn, hd] = the gn query rows at q (row stride `stride`), every load of a thread issued before its stores:
+// a loop of one load and one store per step made each block wait for ~12 dependent round trips (~10 us).
+constexpr int kQueryLoads = kMaxGroup * kMaxHeadDim / 4 / kThreads;  // float4 loads per thread at most
+__device__ __forceinline__ void load_queries(const float* q, int stride, int gn, int hd, float* q_s) {
+  const int tid = threadIdx.x;
+  if (hd % 4 == 0 && stride % 4 == 0 && reinterpret_cast<uintptr_t>(q) % 16 == 0) {
+    const int quads = hd / 4, total = gn * quads;
+    float4 v[kQueryLoads];
+#pragma unroll
+    for (int u = 0; u < kQueryLoads; ++u) {
+      const int e = tid + u * kThreads;
+      if (e < total) v[u] = *reinterpret_cast<const float4*>(q + static_cast<size_t>(e / quads) * stride + (e % quads) * 4);
+    }
+#pragma unroll
+    for (int u = 0; u < kQueryLoads; ++u) {
+      const int e = tid + u * kThreads;
+      if (e < total) reinterpret_cast<float4*>(q_s)[e] = v[u];  // q_s[g * hd + 4 c], 16-byte aligned (see above)
+    }
+    return;
+  }
+  for (int i = tid; i < gn * hd; i += kThreads) q_s[i] = q[static_cast<size_t>(i / hd) * stride + i % hd];
+}
+
 template <bool Bf16, int D, int Vec>
 __global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
     KvPages cache, const float* q, int head_stride, const int32_t* positions, const int32_t* selected,
@@ -211,10 +260,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
   float* v_s = p_s + group_chunk * tile;
   float* q_s = v_s + tile * hd;
   // The queries go out in the same round trip as the token count (both come from the previous kernels).
-  for (int i = tid; i < gn * hd; i += kThreads) {
-    q_s[i] = q[(static_cast<size_t>(row) * heads + head0 + i / hd) * head_stride + i % hd];
-  }
-  const int count = selected ? selected_count[row] : positions[row] + 1;
+  const int visible = positions[row] + 1, count = selected ? selected_count[row] : visible;
+  load_queries(q + (static_cast<size_t>(row) * heads + head0) * head_stride, head_stride, gn, hd, q_s);
   const int per_split = ((count + splits - 1) / splits + tile - 1) / tile * tile;
   const int begin = split * per_split, end = min(count, begin + per_split);
   if (begin >= end) {  // nothing here: neutral stats (the combine skips l == 0 and never reads this acc)
@@ -250,7 +297,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
     size_t base = 0;
     if (has) {
       const int n = start + t_local;
-      const int token = selected ? selected[static_cast<size_t>(row) * max_selected + n] : n;
+      // A selection of every visible token is 0 .. visible - 1 in order (sorted and distinct): no list lookup.
+      const int token = count < visible ? selected[static_cast<size_t>(row) * max_selected + n] : n;
       base = cache_index(cache, row, token, kvh * hd, width);
     }
 #pragma unroll

@@ -10,6 +10,7 @@ namespace imp::cuda {
 namespace {
 
 constexpr int kThreads = 1024;
+constexpr int kCachedKeys = 8192;  // the selection's keys in shared memory: every block of a 32K context at ratio 4
 constexpr int kScoreThreads = 256;
 constexpr int kScoreBlocks = 128;  // 1024 warps: 8 block keys each at 32K context
 
@@ -30,31 +31,79 @@ __device__ __forceinline__ uint32_t order_key(float f) {
   return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
 }
 
-// One block key's score before the 1/sqrt(dim) scale, by one warp: lane-strided dot per head, warp sum,
-// relu, sum over heads. Both selection paths use it, so their scores are bit-identical.
-__device__ __forceinline__ float block_score(const float* queries, int heads, int dim, const float* key, int lane) {
+constexpr int kMaxIndexHeads = kQsaMaxIndexHeads;
+constexpr int kKeyLanes = kQsaMaxIndexDim / kWarp;  // a lane's elements of a key: lane, lane + 32, ...
+static_assert(kKeyLanes * kWarp == kQsaMaxIndexDim, "whole lanes");
+
+// A lane's elements of an index vector (zero past dim).
+__device__ __forceinline__ void load_lanes(const float* v, int dim, int lane, float (&out)[kKeyLanes]) {
+#pragma unroll
+  for (int j = 0; j < kKeyLanes; ++j) out[j] = lane + j * kWarp < dim ? v[lane + j * kWarp] : 0.0f;
+}
+__device__ __forceinline__ void load_query_lanes(const float* queries, int heads, int dim, int lane,
+                                                 float (&q)[kMaxIndexHeads][kKeyLanes]) {
+#pragma unroll
+  for (int h = 0; h < kMaxIndexHeads; ++h) {
+    if (h < heads) load_lanes(queries + h * dim, dim, lane, q[h]);
+  }
+}
+
+// One block key's score before the 1/sqrt(dim) scale, by one warp from the lanes' elements: lane-strided dot
+// per head, warp sum, relu, sum over heads. Both selection paths use it, so their scores are bit-identical.
+__device__ __forceinline__ float block_score(const float (&q)[kMaxIndexHeads][kKeyLanes], int heads, int dim,
+                                             const float (&key)[kKeyLanes], int lane) {
   float score = 0.0f;
-  for (int h = 0; h < heads; ++h) {
+#pragma unroll
+  for (int h = 0; h < kMaxIndexHeads; ++h) {
+    if (h >= heads) break;
     float dot = 0.0f;
-    for (int i = lane; i < dim; i += kWarp) dot += queries[h * dim + i] * key[i];
+#pragma unroll
+    for (int j = 0; j < kKeyLanes; ++j) {
+      if (lane + j * kWarp < dim) dot += q[h][j] * key[j];
+    }
     score += fmaxf(0.0f, warp_sum(dot));
   }
   return score;
 }
 
-// Scores, spread over the grid: one warp per block key (warp-strided over every warp of the grid).
+// The scores of block keys first, first + stride, ... < blocks by one warp, kScoreBatch keys loaded together
+// (a loop of one key per round trip took ~13 us at 32K context): store(b, score before the 1/sqrt(dim) scale).
+constexpr int kScoreBatch = 8;
+template <class Store>
+__device__ __forceinline__ void score_blocks(const float (&q)[kMaxIndexHeads][kKeyLanes], int heads, int dim,
+                                             const float* block_keys, int first, int stride, int blocks, int lane,
+                                             Store store) {
+  for (int b0 = first; b0 < blocks; b0 += stride * kScoreBatch) {
+    float key[kScoreBatch][kKeyLanes];
+#pragma unroll
+    for (int u = 0; u < kScoreBatch; ++u) {
+      if (b0 + u * stride < blocks) load_lanes(block_keys + static_cast<size_t>(b0 + u * stride) * dim, dim, lane, key[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kScoreBatch; ++u) {
+      if (b0 + u * stride >= blocks) break;
+      store(b0 + u * stride, block_score(q, heads, dim, key[u], lane));
+    }
+  }
+}
+
+// Scores, spread over the grid: one warp per block key (warp-strided over every warp of the grid: 8 keys per
+// warp, one batch, at 32K context), queries in registers.
 __global__ void __launch_bounds__(kScoreThreads) qsa_score_kernel(const float* queries, int heads, int dim,
                                                                   const float* block_keys, const int32_t* positions,
-                                                                  int ratio, float* scores) {
+                                                                  int ratio, int block_topk, float* scores) {
   pdl_begin();
   const int blocks = (positions[0] + 1) / ratio;
+  if (blocks <= block_topk) return;  // every block is kept: the selection reads no score
   const int lane = threadIdx.x % kWarp;
   const int warps = gridDim.x * (kScoreThreads / kWarp);
   const float inv_sqrt_dim = rsqrtf(static_cast<float>(dim));
-  for (int b = blockIdx.x * (kScoreThreads / kWarp) + static_cast<int>(threadIdx.x) / kWarp; b < blocks; b += warps) {
-    const float score = block_score(queries, heads, dim, block_keys + static_cast<size_t>(b) * dim, lane);
-    if (lane == 0) scores[b] = score * inv_sqrt_dim;
-  }
+  float q[kMaxIndexHeads][kKeyLanes];
+  load_query_lanes(queries, heads, dim, lane, q);
+  score_blocks(q, heads, dim, block_keys, blockIdx.x * (kScoreThreads / kWarp) + static_cast<int>(threadIdx.x) / kWarp,
+               warps, blocks, lane, [&](int b, float score) {
+                 if (lane == 0) scores[b] = score * inv_sqrt_dim;
+               });
 }
 
 // Exclusive prefix sum of v over the block (blockDim.x == kBlockThreads); total gets the block's sum.
@@ -102,9 +151,17 @@ __device__ __forceinline__ void radix_threshold(Key key, int count, int keep, ui
     for (int i = threadIdx.x; i < 256; i += blockDim.x) histogram[i] = 0;
     __syncthreads();
     const uint32_t mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
-    for (int b = threadIdx.x; b < count; b += blockDim.x) {
-      const uint32_t k = key(b);
-      if ((k & mask) == (prefix & mask)) atomicAdd(&histogram[(k >> shift) & 0xffu], 1u);
+    // Lanes with the same digit add their count once (scores of one magnitude share the top digits, and 32
+    // lanes adding 1 to one shared word serialize).
+    for (int b0 = 0; b0 < count; b0 += blockDim.x) {  // the same trip count in every thread: whole warps
+      const int b = b0 + static_cast<int>(threadIdx.x);
+      uint32_t digit = 256;  // none
+      if (b < count) {
+        const uint32_t k = key(b);
+        if ((k & mask) == (prefix & mask)) digit = (k >> shift) & 0xffu;
+      }
+      const uint32_t peers = __match_any_sync(0xffffffffu, digit);
+      if (digit < 256 && lane == __ffs(peers) - 1) atomicAdd(&histogram[digit], static_cast<uint32_t>(__popc(peers)));
     }
     __syncthreads();
     // The highest digit whose count from the top reaches `remaining` (as a walk down from digit 255 would
@@ -150,17 +207,40 @@ __global__ void __launch_bounds__(kThreads) qsa_select_kernel(const int32_t* pos
   __shared__ uint32_t histogram[256];
   __shared__ uint32_t prefix, remaining;
   __shared__ int scan_scratch[kThreads / kWarp + 1];
+  __shared__ uint32_t cached[kCachedKeys];
   const int visible = positions[0] + 1, blocks = visible / ratio;
   const int keep = min(block_topk, blocks);  // blocks kept before the tail
+  if (blocks <= block_topk) {  // every block and the tail: all tokens, in order (no scores were written)
+    for (int t = threadIdx.x; t < visible; t += kThreads) selected[t] = t;
+    if (threadIdx.x == 0) *selected_count = visible;
+    return;
+  }
 
-  radix_threshold([&](int b) { return order_key(scores[b]); }, blocks, keep, histogram, prefix, remaining);
+  // The first kCachedKeys scores as order keys in shared memory, loaded in one round trip (the radix passes and
+  // the scans below read every key up to six times); keys beyond them are read from the scores each time.
+  {
+    float v[kCachedKeys / kThreads];
+#pragma unroll
+    for (int u = 0; u < kCachedKeys / kThreads; ++u) {
+      const int b = static_cast<int>(threadIdx.x) + u * kThreads;
+      if (b < blocks) v[u] = scores[b];
+    }
+#pragma unroll
+    for (int u = 0; u < kCachedKeys / kThreads; ++u) {
+      const int b = static_cast<int>(threadIdx.x) + u * kThreads;
+      if (b < blocks) cached[b] = order_key(v[u]);
+    }
+  }
+  __syncthreads();
+  const auto key_of = [&](int b) { return b < kCachedKeys ? cached[b] : order_key(scores[b]); };
+  radix_threshold(key_of, blocks, keep, histogram, prefix, remaining);
   // prefix is the threshold key; `remaining` ties at it are kept, lowest block first. Each thread owns a
   // contiguous run of blocks; prefix sums over the runs give every kept block its output slot.
   const int per_thread = (blocks + blockDim.x - 1) / blockDim.x;
   const int b_begin = min(blocks, static_cast<int>(threadIdx.x) * per_thread), b_end = min(blocks, b_begin + per_thread);
   int above = 0, ties = 0;
   for (int b = b_begin; b < b_end && keep > 0; ++b) {
-    const uint32_t key = order_key(scores[b]);
+    const uint32_t key = key_of(b);
     above += key > prefix;
     ties += key == prefix;
   }
@@ -175,7 +255,7 @@ __global__ void __launch_bounds__(kThreads) qsa_select_kernel(const int32_t* pos
     *selected_count = kept_total * ratio + tail;
   }
   for (int b = b_begin; b < b_end && keep > 0; ++b) {
-    const uint32_t key = order_key(scores[b]);
+    const uint32_t key = key_of(b);
     if (key > prefix || (key == prefix && allowed-- > 0)) {
       for (int r = 0; r < ratio; ++r) selected[slot * ratio + r] = b * ratio + r;
       ++slot;
@@ -208,10 +288,11 @@ __global__ void __launch_bounds__(kRowThreads) qsa_select_rows_kernel(const floa
   for (int i = threadIdx.x; i < heads * dim; i += kRowThreads) q[i] = row_q[i];
   __syncthreads();
   const float inv_sqrt_dim = rsqrtf(static_cast<float>(dim));
-  for (int b = warp; b < blocks; b += kRowThreads / kWarp) {
-    const float score = block_score(q, heads, dim, block_keys + static_cast<size_t>(b) * dim, lane);
+  float qr[kMaxIndexHeads][kKeyLanes];
+  load_query_lanes(q, heads, dim, lane, qr);
+  score_blocks(qr, heads, dim, block_keys, warp, kRowThreads / kWarp, blocks, lane, [&](int b, float score) {
     if (lane == 0) keys[b] = order_key(score * inv_sqrt_dim);
-  }
+  });
   __syncthreads();
   radix_threshold([&](int b) { return keys[b]; }, blocks, keep, histogram, prefix, remaining);
 
@@ -247,6 +328,12 @@ __global__ void __launch_bounds__(kRowThreads) qsa_select_rows_kernel(const floa
 }
 
 // The block completed by the token at positions[0], if any (decode: one warp).
+void check_index_shape(int32_t heads, int32_t dim) {
+  if (heads < 1 || heads > kQsaMaxIndexHeads || dim < 1 || dim > kQsaMaxIndexDim) {
+    throw_invalid_launch("qsa select: index heads outside [1, 8] or dim outside [1, 128]");
+  }
+}
+
 }  // namespace
 
 void launch_qsa_block_keys(const float* raw_keys, int32_t first_block, int32_t last_block, int32_t ratio, int32_t dim,
@@ -263,8 +350,9 @@ void launch_qsa_block_keys(const float* raw_keys, int32_t first_block, int32_t l
 void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const float* block_keys,
                        const int32_t* positions, int32_t ratio, int32_t block_topk, float* scores, int32_t* selected, int32_t* selected_count,
                        cudaStream_t stream) {
+  check_index_shape(heads, dim);
   launch_kernel(qsa_score_kernel, kScoreBlocks, kScoreThreads, 0, stream, 1,
-                queries, heads, dim, block_keys, positions, ratio, scores);
+                queries, heads, dim, block_keys, positions, ratio, block_topk, scores);
   launch_kernel(qsa_select_kernel, 1, kThreads, 0, stream, 1,
                 positions, ratio, block_topk, scores, selected, selected_count);
 }
@@ -276,6 +364,7 @@ int32_t qsa_select_rows_max_blocks(int32_t heads, int32_t dim) {
 void launch_qsa_select_rows(const float* queries, int32_t rows, int32_t heads, int32_t dim, const float* block_keys,
                             const int32_t* positions, int32_t max_blocks, int32_t ratio, int32_t block_topk,
                             uint32_t* mask, int32_t mask_words, cudaStream_t stream) {
+  check_index_shape(heads, dim);
   if (max_blocks < 0 || max_blocks > qsa_select_rows_max_blocks(heads, dim)) {
     throw_invalid_launch("qsa select rows: more blocks than fit in shared memory");
   }

@@ -12,6 +12,10 @@
 
 namespace imp::cuda {
 
+// The index heads and dims the selection kernels hold in registers (the released model: 4 x 128); the engine
+// refuses larger indexers at load.
+constexpr int32_t kQsaMaxIndexHeads = 8, kQsaMaxIndexDim = 128;
+
 // block_keys[b] for b in [first_block, last_block) of one sequence, from raw_keys [tokens, dim] (fp32,
 // contiguous per sequence); k_norm bf16 [dim]; RoPE on [0, rotary_dim) with inv_freq.
 void launch_qsa_block_keys(const float* raw_keys, int32_t first_block, int32_t last_block, int32_t ratio, int32_t dim,
