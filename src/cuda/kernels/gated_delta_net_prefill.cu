@@ -181,7 +181,6 @@ struct ChunkLayout {
 // ---- chunk preparation (state independent), one block per (chunk, head) ------------------------------------
 
 constexpr int kThreads = 256;  // prep and output kernels: 8 warps
-static_assert(kThreads == 4 * kC, "the prep kernel loads beta V with four threads per row");
 constexpr int kLa = kC + 4;    // stride of the 64x64 matrices in shared memory
 
 size_t prep_smem_floats(int dk, int dv) {
@@ -233,43 +232,24 @@ __global__ void __launch_bounds__(kThreads, 2)
     float running = 0.0f;
     for (int i = 0; i < kC; ++i) gam[i] = running += gam[i];
   }
-  // q, k (L2-normalised), one warp per row; padding rows are zero. Every load of a warp's rows goes out before
-  // any is used (one round trip instead of one per row).
+  // q, k (L2-normalised), one warp per row; padding rows are zero.
   const float q_scale = rsqrtf(static_cast<float>(dk));
-  {
-    constexpr int kRows = kC / (kThreads / kWarp), kLanes = kMaxDim / kWarp;
-    float qv[kRows][kLanes], kv[kRows][kLanes];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const int i = warp + r * (kThreads / kWarp);
-      const float* row = conv_out + static_cast<size_t>(c0 + i) * channels;
-#pragma unroll
-      for (int m = 0; m < kLanes; ++m) {
-        const int d = lane + m * kWarp;
-        qv[r][m] = i < n && d < dk ? row[kh * dk + d] : 0.0f;
-        kv[r][m] = i < n && d < dk ? row[key_total + kh * dk + d] : 0.0f;
-      }
+  for (int i = warp; i < kC; i += kThreads / kWarp) {
+    const float* row = conv_out + static_cast<size_t>(c0 + i) * channels;
+    float qq = 0.0f, kk = 0.0f;
+    for (int d = lane; d < dk; d += kWarp) {
+      const float qv = i < n ? row[kh * dk + d] : 0.0f, kv = i < n ? row[key_total + kh * dk + d] : 0.0f;
+      QV[i * lq + d] = qv;
+      Ks[i * lq + d] = kv;
+      qq += qv * qv;
+      kk += kv * kv;
     }
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const int i = warp + r * (kThreads / kWarp);
-      float qq = 0.0f, kk = 0.0f;
-#pragma unroll
-      for (int m = 0; m < kLanes; ++m) {
-        qq += qv[r][m] * qv[r][m];
-        kk += kv[r][m] * kv[r][m];
-      }
-      qq = warp_sum(qq);
-      kk = warp_sum(kk);
-      const float qi = rsqrtf(qq + 1e-6f) * q_scale, ki = rsqrtf(kk + 1e-6f);
-#pragma unroll
-      for (int m = 0; m < kLanes; ++m) {
-        const int d = lane + m * kWarp;
-        if (d < dk) {
-          QV[i * lq + d] = qv[r][m] * qi;
-          Ks[i * lq + d] = kv[r][m] * ki;
-        }
-      }
+    qq = warp_sum(qq);
+    kk = warp_sum(kk);
+    const float qi = rsqrtf(qq + 1e-6f) * q_scale, ki = rsqrtf(kk + 1e-6f);
+    for (int d = lane; d < dk; d += kWarp) {
+      QV[i * lq + d] *= qi;
+      Ks[i * lq + d] *= ki;
     }
   }
   __syncthreads();  // gam, beta, Qs, Ks ready
@@ -321,19 +301,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   __syncthreads();  // Akk ready; the products' reads of Qs are done
   // Qg, Kp to the record; the 16x16 diagonal blocks of L^-1 by forward substitution, one column per thread.
-  {  // four threads per row, dk / 4 columns each as 16-byte stores (no index division per element)
-    const int i = tid / 4, c_first = (tid % 4) * (dk / 4);
-    const float gq = eg[i], gk = ekp[i];
-#pragma unroll
-    for (int j = 0; j < kMaxDim / 16; ++j) {
-      if (j >= dk / 16) break;
-      const int c = c_first + 4 * j;
-      const float4 qv = *reinterpret_cast<const float4*>(QV + i * lq + c), kv = *reinterpret_cast<const float4*>(Ks + i * lq + c);
-      *reinterpret_cast<float4*>(rec + lay.qg() + static_cast<size_t>(i) * dk + c) =
-          make_float4(qv.x * gq, qv.y * gq, qv.z * gq, qv.w * gq);
-      *reinterpret_cast<float4*>(rec + lay.kp() + static_cast<size_t>(i) * dk + c) =
-          make_float4(kv.x * gk, kv.y * gk, kv.z * gk, kv.w * gk);
-    }
+  for (int e = tid; e < kC * dk; e += kThreads) {
+    const int i = e / dk, d = e % dk;
+    rec[lay.qg() + e] = QV[i * lq + d] * eg[i];
+    rec[lay.kp() + e] = Ks[i * lq + d] * ekp[i];
   }
   if (tid == 0) rec[lay.gc()] = expf(gam[kC - 1]);
   if (tid < kC) {
@@ -348,22 +319,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   __syncthreads();  // Qs free; diagonal blocks ready
-  {  // beta V: four threads per row, each dv / 4 columns as 16-byte loads, all issued before any is used
-    constexpr int kQuads = kMaxDim / 16;  // float4 loads per thread at most
-    const int i = tid / 4, quads = dv / 16, c_first = (tid % 4) * (dv / 4);
-    const float* row = conv_out + static_cast<size_t>(c0 + i) * channels + 2 * key_total + h * dv + c_first;
-    float4 v[kQuads];
-#pragma unroll
-    for (int j = 0; j < kQuads; ++j) {
-      if (j < quads) v[j] = i < n ? *reinterpret_cast<const float4*>(row + 4 * j) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    }
-    const float bt = beta[i];
-#pragma unroll
-    for (int j = 0; j < kQuads; ++j) {
-      if (j < quads) {
-        *reinterpret_cast<float4*>(QV + i * lv + c_first + 4 * j) = make_float4(bt * v[j].x, bt * v[j].y, bt * v[j].z, bt * v[j].w);
-      }
-    }
+  for (int e = tid; e < kC * dv; e += kThreads) {
+    const int i = e / dv, c = e % dv;
+    QV[i * lv + c] = i < n ? beta[i] * conv_out[static_cast<size_t>(c0 + i) * channels + 2 * key_total + h * dv + c] : 0.0f;
   }
   // Block rows 1..3 of L^-1: T[r, :w] = -D_r (A[r, :w] T[:w, :w]) with w = 16 r (L T = I by block rows).
   for (int br = 1; br < 4; ++br) {
