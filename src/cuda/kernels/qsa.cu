@@ -10,7 +10,6 @@ namespace imp::cuda {
 namespace {
 
 constexpr int kThreads = 1024;
-constexpr int kCachedKeys = 8192;  // the selection's keys in shared memory: every block of a 32K context at ratio 4
 constexpr int kScoreThreads = 256;
 constexpr int kScoreBlocks = 128;  // 1024 warps: 8 block keys each at 32K context
 
@@ -151,17 +150,9 @@ __device__ __forceinline__ void radix_threshold(Key key, int count, int keep, ui
     for (int i = threadIdx.x; i < 256; i += blockDim.x) histogram[i] = 0;
     __syncthreads();
     const uint32_t mask = shift == 24 ? 0u : (0xffffffffu << (shift + 8));
-    // Lanes with the same digit add their count once (scores of one magnitude share the top digits, and 32
-    // lanes adding 1 to one shared word serialize).
-    for (int b0 = 0; b0 < count; b0 += blockDim.x) {  // the same trip count in every thread: whole warps
-      const int b = b0 + static_cast<int>(threadIdx.x);
-      uint32_t digit = 256;  // none
-      if (b < count) {
-        const uint32_t k = key(b);
-        if ((k & mask) == (prefix & mask)) digit = (k >> shift) & 0xffu;
-      }
-      const uint32_t peers = __match_any_sync(0xffffffffu, digit);
-      if (digit < 256 && lane == __ffs(peers) - 1) atomicAdd(&histogram[digit], static_cast<uint32_t>(__popc(peers)));
+    for (int b = threadIdx.x; b < count; b += blockDim.x) {
+      const uint32_t k = key(b);
+      if ((k & mask) == (prefix & mask)) atomicAdd(&histogram[(k >> shift) & 0xffu], 1u);
     }
     __syncthreads();
     // The highest digit whose count from the top reaches `remaining` (as a walk down from digit 255 would
@@ -207,7 +198,6 @@ __global__ void __launch_bounds__(kThreads) qsa_select_kernel(const int32_t* pos
   __shared__ uint32_t histogram[256];
   __shared__ uint32_t prefix, remaining;
   __shared__ int scan_scratch[kThreads / kWarp + 1];
-  __shared__ uint32_t cached[kCachedKeys];
   const int visible = positions[0] + 1, blocks = visible / ratio;
   const int keep = min(block_topk, blocks);  // blocks kept before the tail
   if (blocks <= block_topk) {  // every block and the tail: all tokens, in order (no scores were written)
@@ -216,31 +206,14 @@ __global__ void __launch_bounds__(kThreads) qsa_select_kernel(const int32_t* pos
     return;
   }
 
-  // The first kCachedKeys scores as order keys in shared memory, loaded in one round trip (the radix passes and
-  // the scans below read every key up to six times); keys beyond them are read from the scores each time.
-  {
-    float v[kCachedKeys / kThreads];
-#pragma unroll
-    for (int u = 0; u < kCachedKeys / kThreads; ++u) {
-      const int b = static_cast<int>(threadIdx.x) + u * kThreads;
-      if (b < blocks) v[u] = scores[b];
-    }
-#pragma unroll
-    for (int u = 0; u < kCachedKeys / kThreads; ++u) {
-      const int b = static_cast<int>(threadIdx.x) + u * kThreads;
-      if (b < blocks) cached[b] = order_key(v[u]);
-    }
-  }
-  __syncthreads();
-  const auto key_of = [&](int b) { return b < kCachedKeys ? cached[b] : order_key(scores[b]); };
-  radix_threshold(key_of, blocks, keep, histogram, prefix, remaining);
+  radix_threshold([&](int b) { return order_key(scores[b]); }, blocks, keep, histogram, prefix, remaining);
   // prefix is the threshold key; `remaining` ties at it are kept, lowest block first. Each thread owns a
   // contiguous run of blocks; prefix sums over the runs give every kept block its output slot.
   const int per_thread = (blocks + blockDim.x - 1) / blockDim.x;
   const int b_begin = min(blocks, static_cast<int>(threadIdx.x) * per_thread), b_end = min(blocks, b_begin + per_thread);
   int above = 0, ties = 0;
   for (int b = b_begin; b < b_end && keep > 0; ++b) {
-    const uint32_t key = key_of(b);
+    const uint32_t key = order_key(scores[b]);
     above += key > prefix;
     ties += key == prefix;
   }
@@ -255,7 +228,7 @@ __global__ void __launch_bounds__(kThreads) qsa_select_kernel(const int32_t* pos
     *selected_count = kept_total * ratio + tail;
   }
   for (int b = b_begin; b < b_end && keep > 0; ++b) {
-    const uint32_t key = key_of(b);
+    const uint32_t key = order_key(scores[b]);
     if (key > prefix || (key == prefix && allowed-- > 0)) {
       for (int r = 0; r < ratio; ++r) selected[slot * ratio + r] = b * ratio + r;
       ++slot;
@@ -327,7 +300,7 @@ __global__ void __launch_bounds__(kRowThreads) qsa_select_rows_kernel(const floa
   }
 }
 
-// The block completed by the token at positions[0], if any (decode: one warp).
+// The index shapes the register-held queries and keys cover (kQsaMaxIndexHeads x kQsaMaxIndexDim).
 void check_index_shape(int32_t heads, int32_t dim) {
   if (heads < 1 || heads > kQsaMaxIndexHeads || dim < 1 || dim > kQsaMaxIndexDim) {
     throw_invalid_launch("qsa select: index heads outside [1, 8] or dim outside [1, 128]");
