@@ -62,6 +62,22 @@ struct DeviceModel::Builder {
   }
   // (1 + w) norm weights: small around zero.
   DenseWeight norm(int64_t n, model::Tensor t) { return matrix(1, n, 0.0f, 0.1f, {t}); }
+  // The last matrix made, each row written twice: [rows, 2 cols] (replaces it).
+  DenseWeight repeated_columns(DenseWeight w) {
+    const size_t row_bytes = static_cast<size_t>(w.cols) * 2;
+    DeviceBuffer<uint16_t> buffer(static_cast<size_t>(w.rows) * w.cols * 2);
+    for (int half = 0; half < 2; ++half) {
+      IMP_CUDA_CHECK(cudaMemcpy2D(reinterpret_cast<uint8_t*>(buffer.data()) + half * row_bytes, 2 * row_bytes, w.data,
+                                  row_bytes, row_bytes, static_cast<size_t>(w.rows), cudaMemcpyDeviceToDevice));
+    }
+    IMP_CUDA_CHECK(cudaDeviceSynchronize());
+    if (model.dense_storage_.empty() || model.dense_storage_.back().data() != w.data) fail("internal: repeated_columns of an older matrix");
+    model.dense_storage_.pop_back();
+    model.device_bytes_ += static_cast<uint64_t>(w.rows) * row_bytes;
+    DenseWeight result{buffer.data(), w.rows, 2 * w.cols};
+    model.dense_storage_.push_back(std::move(buffer));
+    return result;
+  }
 
   HyperConnectionDevice hyper_connection(const model::HyperConnectionWeights* w, bool inject) {
     const model::ModelConfig& c = model.config_;
@@ -71,7 +87,7 @@ struct DeviceModel::Builder {
     hc.norm = norm(width, w ? w->norm : nullptr);
     hc.down_inject = inject ? projection(rank + c.hc_count, width, {w ? w->down : nullptr, w ? w->inject : nullptr})
                             : projection(rank, width, {w ? w->down : nullptr});
-    hc.up = projection(width, rank, {w ? w->up : nullptr});
+    hc.up = repeated_columns(projection(width, rank, {w ? w->up : nullptr}));
     return hc;
   }
 

@@ -40,7 +40,7 @@ void hyper_connection_read(const model::ModelConfig& c, const HyperConnectionDev
   const int32_t rank = static_cast<int32_t>(c.hc_lowrank);
   launch_hc_read_down(ws.stream.data(), hc.norm.data, hc.down_inject.data, hc.down_inject.rows, rank, S, d,
                       static_cast<float>(c.rms_norm_eps), ws.low.data(), ws.inv_rms.data(), stream);
-  launch_hc_read_up_mix(ws.stream.data(), hc.norm.data, ws.inv_rms.data(), hc.up.data, ws.low.data(), rank, S, d,
+  launch_hc_read_up_mix(ws.stream.data(), hc.norm.data, ws.inv_rms.data(), hc.up.data, hc.up.cols, ws.low.data(), rank, S, d,
                         ws.x.data(), stream);
 }
 

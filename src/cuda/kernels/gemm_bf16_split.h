@@ -20,6 +20,9 @@ struct SplitActivations {
   int32_t rows = 0, k = 0;
 };
 SplitActivations launch_split_bf16(const float* x, int32_t rows, int32_t k, float* scratch, cudaStream_t stream);
+// The same terms side by side: [rows, 2k] bf16 bits, row t = [hi_t | lo_t], in the scratch. One GEMM of this
+// against weight rows repeated twice ([W | W], 2k wide) is y = W.hi + W.lo without a second pass over y.
+const uint16_t* launch_split_bf16_rows(const float* x, int32_t rows, int32_t k, float* scratch, cudaStream_t stream);
 
 // y [rows, n_out] = x . W^T (W bf16 bits [n_out, k] row-major, y fp32 row-major), from the split terms.
 void launch_gemm_bf16_split(const SplitActivations& x, const uint16_t* weight, int32_t n_out, float* y,
