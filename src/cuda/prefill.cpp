@@ -3,13 +3,13 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "cuda/blas.h"
 #include "cuda/kernels/attention_decode.h"
 #include "cuda/kernels/attention_prefill.h"
 #include "cuda/kernels/dense.h"
 #include "cuda/kernels/embedding.h"
 #include "cuda/kernels/gated_delta_net.h"
 #include "cuda/kernels/gated_delta_net_prefill.h"
-#include "cuda/blas.h"
 #include "cuda/kernels/gemm_bf16_split.h"
 #include "cuda/kernels/hyper_connection.h"
 #include "cuda/kernels/moe_decode.h"
@@ -50,25 +50,19 @@ void gemm(const DenseWeight& w, const SplitActivations& x, float* y, cudaStream_
   gemm_rows(w, 0, w.rows, x, y, stream);
 }
 
-// Where a read's raw inject [T, S] goes: ws.mix after the down projection's [T, rank] (free until the up projection).
-float* raw_inject(const model::ModelConfig& c, int32_t T, PrefillWorkspace& ws) {
-  return ws.mix.data() + sz(T) * sz(c.hc_lowrank);
-}
-
 // Hyper-connection read of T rows (cpu::hyper_connection_read) from its grouped norm N, already in ws.normed with
-// its split terms `normed`: x [T, d], inject [T, S] when present. inject_ready: the raw inject is already in
-// place (launch_hc_write_norm_split computed it).
+// its split terms `normed`: x [T, d], inject [T, S] when present.
 void hyper_connection_read_normed(const model::ModelConfig& c, const HyperConnectionDevice& hc,
-                                  const SplitActivations& normed, int32_t T, PrefillWorkspace& ws, cudaStream_t stream,
-                                  bool inject_ready = false) {
+                                  const SplitActivations& normed, int32_t T, PrefillWorkspace& ws, cudaStream_t stream) {
   const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count);
   const int32_t rank = static_cast<int32_t>(c.hc_lowrank);
-  // down [T, rank] and inject [T, S] into ws.mix as two GEMMs (the stacked width rank + S sent cuBLAS to a slow
-  // split-K kernel), then both activations.
+  // down [T, rank] and inject [T, S] into ws.mix (free until the up projection) as two GEMMs (the stacked width
+  // rank + S sent cuBLAS to a slow split-K kernel), then both activations.
   const int32_t injects = hc.has_inject ? S : 0;
+  float* raw_inject = ws.mix.data() + sz(T) * sz(rank);
   gemm_rows(hc.down_inject, 0, rank, normed, ws.mix.data(), stream);
-  if (!inject_ready) gemm_rows(hc.down_inject, rank, injects, normed, raw_inject(c, T, ws), stream);
-  launch_hc_activations(ws.mix.data(), raw_inject(c, T, ws), T, rank, injects, S, ws.low.data(), ws.inject.data(), stream);
+  gemm_rows(hc.down_inject, rank, injects, normed, raw_inject, stream);
+  launch_hc_activations(ws.mix.data(), raw_inject, T, rank, injects, S, ws.low.data(), ws.inject.data(), stream);
   // The up projection as one GEMM of [hi | lo] rows against the repeated weight rows (HyperConnectionDevice::up).
   const uint16_t* low_terms = launch_split_bf16_rows(ws.low.data(), T, rank, ws.gemm_scratch.data(), stream);
   gemm_bf16_rows(low_terms, hc.up.data, T, hc.up.rows, hc.up.cols, ws.mix.data(), false, stream);
@@ -93,11 +87,10 @@ void hyper_connection_write_read(const model::ModelConfig& c, const HyperConnect
     hyper_connection_read(c, next, ws.stream.data(), T, ws, stream);
     return;
   }
-  const uint16_t* inject_weight = next.has_inject ? next.down_inject.data + sz(c.hc_lowrank) * sz(next.down_inject.cols) : nullptr;
-  const SplitActivations normed = launch_hc_write_norm_split(
-      ws.y.data(), ws.inject.data(), T, S, d, ws.stream.data(), next.norm.data, static_cast<float>(c.rms_norm_eps),
-      ws.normed.data(), ws.gemm_scratch.data(), inject_weight, next.has_inject ? raw_inject(c, T, ws) : nullptr, stream);
-  hyper_connection_read_normed(c, next, normed, T, ws, stream, true);
+  const SplitActivations normed =
+      launch_hc_write_norm_split(ws.y.data(), ws.inject.data(), T, S, d, ws.stream.data(), next.norm.data,
+                                 static_cast<float>(c.rms_norm_eps), ws.normed.data(), ws.gemm_scratch.data(), stream);
+  hyper_connection_read_normed(c, next, normed, T, ws, stream);
 }
 
 void ple_block(const model::ModelConfig& c, const PleDevice& p, LayerStateDevice& state, PrefillWorkspace& ws,

@@ -128,9 +128,7 @@ TEST(GpuHyperConnection, MixMatchesTheFormulaOnBothPaths) {
 // bit for bit: the same values and the same summation order (the streams, the normed rows and both split terms).
 // Every shape has more than 64 (row, group) items or groups below 1024, so launch_rms_norm takes its row kernel
 // (few wide rows take the cluster kernel, which sums in another order; its norms may differ in the last bit).
-// With inject rows, the raw inject against a double-precision dot of the normed rows: each within 1e-5 of the
-// sum of its terms' magnitudes (fp32 sums of S*d products in another order).
-void check_write_norm_split(int streams, int d, int rows, bool with_inject) {
+void check_write_norm_split(int streams, int d, int rows) {
   const int width = streams * d;
   const size_t count = static_cast<size_t>(rows) * width;
   Bf16Weight norm({width}, 0.1f);
@@ -144,29 +142,11 @@ void check_write_norm_split(int streams, int d, int rows, bool with_inject) {
   launch_hc_write(d_y.data(), d_inject.data(), rows, streams, d, want_stream.data(), nullptr);
   launch_rms_norm(want_stream.data(), norm.device.data(), rows, width, d, 1e-6f, want_normed.data(), nullptr);
   const SplitActivations want = launch_split_bf16(want_normed.data(), rows, width, want_scratch.data(), nullptr);
-  Bf16Weight inject_w({streams, width}, 0.05f);
-  DeviceBuffer<float> raw(static_cast<size_t>(rows) * streams);
-  const SplitActivations got = launch_hc_write_norm_split(
-      d_y.data(), d_inject.data(), rows, streams, d, got_stream.data(), norm.device.data(), 1e-6f, got_normed.data(),
-      got_scratch.data(), with_inject ? inject_w.device.data() : nullptr, with_inject ? raw.data() : nullptr, nullptr);
+  const SplitActivations got = launch_hc_write_norm_split(d_y.data(), d_inject.data(), rows, streams, d, got_stream.data(),
+                                                          norm.device.data(), 1e-6f, got_normed.data(), got_scratch.data(),
+                                                          nullptr);
   IMP_CUDA_CHECK(cudaDeviceSynchronize());
   const std::string shape = "S " + std::to_string(streams) + " d " + std::to_string(d) + " rows " + std::to_string(rows);
-  if (with_inject) {
-    const std::vector<float> n = want_normed.download(), got_raw = raw.download();
-    for (int t = 0; t < rows; ++t) {
-      for (int r = 0; r < streams; ++r) {
-        double dot = 0.0, mag = 0.0;
-        for (int i = 0; i < width; ++i) {
-          const double term = static_cast<double>(n[static_cast<size_t>(t) * width + i]) *
-                              bf16_to_f32(inject_w.bits[static_cast<size_t>(r) * width + i]);
-          dot += term;
-          mag += std::fabs(term);
-        }
-        EXPECT_LE(std::fabs(got_raw[static_cast<size_t>(t) * streams + r] - dot), 1e-5 * mag + 1e-30)
-            << shape << ": raw inject row " << t << " stream " << r;
-      }
-    }
-  }
   EXPECT_TRUE(got_stream.download() == want_stream.download()) << shape << ": streams";
   EXPECT_TRUE(got_normed.download() == want_normed.download()) << shape << ": normed";
   EXPECT_TRUE(got_scratch.download() == want_scratch.download()) << shape << ": split terms";
@@ -176,11 +156,9 @@ void check_write_norm_split(int streams, int d, int rows, bool with_inject) {
 }
 
 TEST(GpuHyperConnection, FusedWriteNormSplitMatchesTheSeparateKernels) {
-  for (bool with_inject : {false, true}) {
-    check_write_norm_split(4, 2560, 17, with_inject);  // released: 640 quads per stream over 256 threads
-    check_write_norm_split(3, 64, 5, with_inject);     // 16 quads per stream: one warp
-    check_write_norm_split(2, 1028, 33, with_inject);  // 257 quads: a partial last warp, more quads than threads
-  }
+  check_write_norm_split(4, 2560, 17);  // released: 640 quads per stream over 256 threads
+  check_write_norm_split(3, 64, 5);     // 16 quads per stream: one warp
+  check_write_norm_split(2, 1028, 33);  // 257 quads: a partial last warp, more quads than threads
 }
 
 }  // namespace

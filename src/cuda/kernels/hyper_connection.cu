@@ -70,11 +70,10 @@ __global__ void hc_write_kernel(const float* y, const float* inject, int streams
 
 // One block per row (see launch_hc_write_norm_split). Each stream's quads are visited by the threads in the
 // order of rms_norm_kernel<4>, and its sums meet through the same reduction, so every value matches the three
-// kernels it replaces bit for bit. The second pass reads back the row this block wrote (L1/L2) and, given the
-// next read's inject rows iw [S, S*d], dots them with the normed row in fp32 (raw_inject [rows, S]).
+// kernels it replaces bit for bit. The second pass reads back the row this block wrote (L1/L2).
 __global__ void hc_write_norm_split_kernel(const float* y, const float* inject, int streams, int d, float* stream_rows,
                                            const uint16_t* nw, float eps, float* normed, __nv_bfloat16* hi,
-                                           __nv_bfloat16* lo, const uint16_t* iw, float* raw_inject) {
+                                           __nv_bfloat16* lo) {
   pdl_begin();
   __shared__ float partial[kMaxHcStreams][32];
   __shared__ float inv_s[kMaxHcStreams];
@@ -102,7 +101,6 @@ __global__ void hc_write_norm_split_kernel(const float* y, const float* inject, 
     }
   }
   __syncthreads();  // also orders this block's stream writes before the reads below
-  float dots[kMaxHcStreams] = {};
   for (int s = 0; s < streams; ++s) {
     const float inv = inv_s[s];
     const size_t at = (row * width + static_cast<size_t>(s) * d) / 4;  // in quads
@@ -117,32 +115,6 @@ __global__ void hc_write_norm_split_kernel(const float* y, const float* inject, 
                                    v.w * inv * (1.0f + bf16_bits_to_float(wv.y >> 16)));
       reinterpret_cast<float4*>(normed)[at + i] = o;
       prefill::split_bf16x4(o, reinterpret_cast<uint2*>(hi)[at + i], reinterpret_cast<uint2*>(lo)[at + i]);
-      if (iw != nullptr) {
-#pragma unroll
-        for (int r = 0; r < kMaxHcStreams; ++r) {
-          if (r < streams) {
-            const uint2 q = reinterpret_cast<const uint2*>(iw + static_cast<size_t>(r) * width + static_cast<size_t>(s) * d)[i];
-            dots[r] += o.x * bf16_bits_to_float(q.x & 0xffffu) + o.y * bf16_bits_to_float(q.x >> 16) +
-                       o.z * bf16_bits_to_float(q.y & 0xffffu) + o.w * bf16_bits_to_float(q.y >> 16);
-          }
-        }
-      }
-    }
-  }
-  if (iw == nullptr) return;
-  // The inject dots: warp sums, then warp 0 adds the warps' in order (partial is free since the barrier above).
-#pragma unroll
-  for (int r = 0; r < kMaxHcStreams; ++r) {
-    if (r < streams) {
-      const float t = warp_sum(dots[r]);
-      if (lane == 0) partial[r][warp] = t;
-    }
-  }
-  __syncthreads();
-  if (threadIdx.x < kWarp) {
-    for (int r = 0; r < streams; ++r) {
-      const float t = warp_sum(threadIdx.x < blockDim.x / kWarp ? partial[r][threadIdx.x] : 0.0f);
-      if (threadIdx.x == 0) raw_inject[row * streams + r] = t;
     }
   }
 }
@@ -333,18 +305,14 @@ void launch_hc_mix(const float* mix, const float* normed, int32_t rows, int32_t 
 
 SplitActivations launch_hc_write_norm_split(const float* y, const float* inject, int32_t rows, int32_t streams,
                                             int32_t d, float* stream_rows, const uint16_t* norm_weight, float eps,
-                                            float* normed, float* split_scratch, const uint16_t* inject_weight,
-                                            float* raw_inject, cudaStream_t stream) {
+                                            float* normed, float* split_scratch, cudaStream_t stream) {
   if (d % 4 != 0 || streams < 1 || streams > kMaxHcStreams) {
     throw_invalid_launch("hc_write_norm_split: d % 4 != 0 or streams outside [1, 8]");
   }
   auto misaligned = [](const void* p, uintptr_t to) { return reinterpret_cast<uintptr_t>(p) % to != 0; };
   if (misaligned(y, 16) || misaligned(stream_rows, 16) || misaligned(normed, 16) || misaligned(norm_weight, 8) ||
-      misaligned(split_scratch, 16) || misaligned(inject_weight, 8)) {
-    throw_invalid_launch("hc_write_norm_split: y, streams, normed and scratch 16-byte aligned, weights 8-byte");
-  }
-  if ((inject_weight == nullptr) != (raw_inject == nullptr)) {
-    throw_invalid_launch("hc_write_norm_split: inject weight and raw inject output go together");
+      misaligned(split_scratch, 16)) {
+    throw_invalid_launch("hc_write_norm_split: y, streams, normed and scratch 16-byte aligned, norm weight 8-byte");
   }
   const size_t count = static_cast<size_t>(rows) * streams * d;
   auto* hi = reinterpret_cast<__nv_bfloat16*>(split_scratch);
@@ -352,7 +320,7 @@ SplitActivations launch_hc_write_norm_split(const float* y, const float* inject,
   if (rows > 0) {
     const int threads = std::min(256, (d / 4 + kWarp - 1) / kWarp * kWarp);  // as launch_rms_norm
     launch_kernel(hc_write_norm_split_kernel, rows, threads, 0, stream, 1, y, inject, streams, d, stream_rows,
-                  norm_weight, eps, normed, hi, lo, inject_weight, raw_inject);
+                  norm_weight, eps, normed, hi, lo);
   }
   return {reinterpret_cast<const uint16_t*>(hi), reinterpret_cast<const uint16_t*>(lo), rows, streams * d};
 }

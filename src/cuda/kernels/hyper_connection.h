@@ -30,7 +30,7 @@ void launch_hc_mix(const float* mix, const float* normed, int32_t rows, int32_t 
 // d % 8 == 0, rank % 8 == 0, S <= 8.
 void launch_hc_read_down(const float* stream_row, const uint16_t* norm_weight, const uint16_t* down_inject, int32_t rows_out,
                          int32_t rank, int32_t streams, int32_t d, float eps, float* low, float* inv_rms, cudaStream_t stream);
-// up: [S*d, rank] with rows up_stride elements apart (the engine's prefill layout repeats each row, see
+// up: [S*d, rank] with rows up_stride elements apart (the engine stores each row twice, see
 // HyperConnectionDevice::up).
 void launch_hc_read_up_mix(const float* stream_row, const uint16_t* norm_weight, const float* inv_rms, const uint16_t* up,
                            int32_t up_stride, const float* low, int32_t rank, int32_t streams, int32_t d, float* x,
@@ -44,13 +44,10 @@ void launch_hc_write(const float* y, const float* inject, int32_t rows, int32_t 
 // its split bf16 terms into split_scratch (as launch_split_bf16), in one pass over each row instead of three
 // kernels. Bit for bit launch_hc_write, launch_rms_norm (groups of d; its row kernel, which it takes above 64
 // (row, group) items: few wide rows go to its cluster kernel, whose sums may differ in the last bit) and
-// launch_split_bf16 in sequence. With inject_weight (the next read's block_inject_weight [S, S*d], bf16), also
-// raw_inject [rows, S] = normed . inject_weight^T in fp32 (before the read's activation), so the read needs no
-// inject GEMM (two cuBLAS terms of ~34 us each at 4096 rows); both null otherwise. d % 4 == 0, S <= 8; y,
-// stream_rows and normed 16-byte aligned, norm_weight and inject_weight 8-byte aligned.
+// launch_split_bf16 in sequence. d % 4 == 0, S <= 8; y, stream_rows and normed 16-byte aligned, norm_weight
+// 8-byte aligned.
 SplitActivations launch_hc_write_norm_split(const float* y, const float* inject, int32_t rows, int32_t streams,
                                             int32_t d, float* stream_rows, const uint16_t* norm_weight, float eps,
-                                            float* normed, float* split_scratch, const uint16_t* inject_weight,
-                                            float* raw_inject, cudaStream_t stream);
+                                            float* normed, float* split_scratch, cudaStream_t stream);
 
 }  // namespace imp::cuda
