@@ -2,7 +2,7 @@
 # Builds imp and imp_gpu_tests with a patch applied and keeps them as build/exp/imp_NAME and
 # build/exp/imp_gpu_tests_NAME (for bench/tools/variants_visit.sh and the variant's GPU tests), then takes the
 # patch back out (the next ninja rebuilds the tree as committed). Usage:
-#   bench/tools/build_variant.sh bench/experiments/moe_prefill_narrow_tiles.patch narrow
+#   bench/tools/build_variant.sh bench/experiments/moe_prefill_producer_warpgroup.patch producer
 #   bench/tools/build_variant.sh - main        # the tree as it is
 set -euo pipefail
 patch=$1 name=$2
