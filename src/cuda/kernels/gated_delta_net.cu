@@ -116,6 +116,10 @@ __global__ void __launch_bounds__(kStepThreads) gdn_recurrent_step_kernel(GatedD
       if (i0 + r < i1) cached[r] = S[(i0 + r) * dv + j];
     }
   }
+  // The head's weights go out with the state: loaded where they are used, they were two more round trips, one
+  // after the q/k norms and one after the last cluster barrier.
+  const float dt_bias = bf16_bits_to_float(w.dt_bias[h]), a_log = bf16_bits_to_float(w.a_log[h]);
+  const float norm_w = active ? bf16_bits_to_float(w.norm[j]) : 0.0f;
   pdl_wait();  // q, k, v, z, b and a come from the input projection
   const int kh = h / (hv / shape.key_heads);
   const int channels = shape.conv_channels(), key_total = shape.key_heads * dk;
@@ -149,9 +153,9 @@ __global__ void __launch_bounds__(kStepThreads) gdn_recurrent_step_kernel(GatedD
   }
 
   const float beta = sigmoidf(b_raw);
-  const float a_in = a_raw + bf16_bits_to_float(w.dt_bias[h]);
+  const float a_in = a_raw + dt_bias;
   const float softplus = a_in > 20.0f ? a_in : log1pf(expf(a_in));
-  const float decay = expf(-expf(bf16_bits_to_float(w.a_log[h])) * softplus);
+  const float decay = expf(-expf(a_log) * softplus);
 
   // Pass 1: this slice's share of the decayed state's S^T k and S^T q (coalesced: a warp reads 32
   // consecutive columns of one state row; the first kCacheRows were loaded before the wait).
@@ -204,7 +208,7 @@ __global__ void __launch_bounds__(kStepThreads) gdn_recurrent_step_kernel(GatedD
   if (!active || slice != 0) return;
   const float act = shape.sigmoid_gate ? sigmoidf(gate) : gate * sigmoidf(gate);
   out[(static_cast<size_t>(row) * hv + h) * dv + j] =
-      bf16_bits_to_float(w.norm[j]) * (o * rsqrtf(mean_sq + shape.eps)) * act;
+      norm_w * (o * rsqrtf(mean_sq + shape.eps)) * act;
 }
 
 }  // namespace
