@@ -74,7 +74,6 @@ struct DeviceModel::Builder {
     if (model.dense_storage_.empty() || model.dense_storage_.back().data() != w.data) fail("internal: repeated_columns of an older matrix");
     model.dense_storage_.pop_back();
     model.device_bytes_ += static_cast<uint64_t>(w.rows) * row_bytes;
-    model.repeated_bytes_ += static_cast<uint64_t>(w.rows) * row_bytes;
     DenseWeight result{buffer.data(), w.rows, 2 * w.cols};
     model.dense_storage_.push_back(std::move(buffer));
     return result;
@@ -325,7 +324,10 @@ uint64_t DeviceModel::decode_bytes_per_token() const {
   const model::ModelConfig& c = config_;
   uint64_t bytes = 0;
   for (const DeviceBuffer<uint16_t>& b : dense_storage_) bytes += b.size() * 2;
-  bytes -= repeated_bytes_;  // decode reads one copy of a repeated row
+  // Decode reads one copy of each repeated up row (HyperConnectionDevice::up: [rows, 2 rank]).
+  auto repeated = [](const HyperConnectionDevice& hc) { return static_cast<uint64_t>(hc.up.rows) * hc.up.cols; };
+  bytes -= repeated(mixer_);
+  for (const LayerDevice& l : layers_) bytes -= repeated(l.attn_hc) + repeated(l.mlp_hc);
   bytes -= static_cast<uint64_t>(embed_tokens_.rows - 1) * static_cast<uint64_t>(embed_tokens_.cols) * 2;  // one row read
   const model::ExpertSlotLayout& s = slot_layout_;
   const uint64_t expert_bytes = s.gate.code_bytes() + s.gate.scale_bytes() + s.up.code_bytes() + s.up.scale_bytes() +

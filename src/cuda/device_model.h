@@ -114,7 +114,6 @@ class DeviceModel {
   std::vector<DeviceBuffer<uint16_t>> dense_storage_;
   std::vector<void*> pinned_tables_;  // cudaHostAlloc'd PLE tables
   uint64_t device_bytes_ = 0;
-  uint64_t repeated_bytes_ = 0;  // the second copies of repeated weight rows (HyperConnectionDevice::up)
 };
 
 // The Gated DeltaNet kernels' shape from the config.

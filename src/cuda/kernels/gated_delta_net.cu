@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(kStepThreads) gdn_recurrent_step_kernel(GatedD
   // The head's weights go out with the state: loaded where they are used, they were two more round trips, one
   // after the q/k norms and one after the last cluster barrier.
   const float dt_bias = bf16_bits_to_float(w.dt_bias[h]), a_log = bf16_bits_to_float(w.a_log[h]);
-  const float norm_w = active ? bf16_bits_to_float(w.norm[j]) : 0.0f;
+  const float norm_w = active && slice == 0 ? bf16_bits_to_float(w.norm[j]) : 0.0f;  // slice 0 writes the output
   pdl_wait();  // q, k, v, z, b and a come from the input projection
   const int kh = h / (hv / shape.key_heads);
   const int channels = shape.conv_channels(), key_total = shape.key_heads * dk;
