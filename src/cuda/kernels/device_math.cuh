@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace imp::cuda {
 
@@ -19,6 +20,18 @@ __device__ __forceinline__ void pdl_begin() {
 // first weight loads, and call pdl_wait() before they read anything an earlier kernel produced and before they
 // write anything: the weight stream then overlaps the previous kernel's tail. Every thread that reads or writes
 // activations waits first, so completion still orders the kernels along the stream.
+
+// A 16-byte weight load meant to be in flight before pdl_wait(). Not __ldg: ptxas moves ld.global.nc (which it
+// need not order with anything) below griddepcontrol.wait, and did so in the GEMV, hyper-connection down and
+// shared-expert kernels, so none of them loaded a weight before its wait (their SASS, session 10); coherent
+// loads stay where they are written. No L1 allocation: streamed weights are read once.
+__device__ __forceinline__ uint4 load_weight16(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
 
 // 16 bytes global -> shared without registers (L2 only), committed and awaited by the issuing thread.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {

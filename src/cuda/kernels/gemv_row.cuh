@@ -32,7 +32,7 @@ __device__ __forceinline__ void bf16_row_dots_range(const uint16_t* row, int fir
   auto load_batch = [&](int c0) {
 #pragma unroll
     for (int b = 0; b < kGemvBatch; ++b) {
-      if (c0 + b * kWarp < last) packed[b] = __ldg(w + c0 + b * kWarp);
+      if (c0 + b * kWarp < last) packed[b] = load_weight16(w + c0 + b * kWarp);
     }
   };
   load_batch(first + lane);

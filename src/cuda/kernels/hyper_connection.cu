@@ -154,7 +154,7 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
 #pragma unroll
     for (int i = 0; i < kReadBatch; ++i) {
       const int c = c0 + i * kWarp;
-      if (c < last) wv[i] = __ldg(reinterpret_cast<const uint4*>(row) + c);
+      if (c < last) wv[i] = load_weight16(reinterpret_cast<const uint4*>(row) + c);
     }
     pdl_wait();  // returns at once after the first time
 #pragma unroll
@@ -220,7 +220,7 @@ __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const 
       const int q = q0 + i * kWarp;
       if (q < chunks) {
         const int g = q / per_row;
-        wv[i] = __ldg(reinterpret_cast<const uint4*>(up + (static_cast<size_t>(g) * d + j) * up_stride) + (q - g * per_row));
+        wv[i] = load_weight16(reinterpret_cast<const uint4*>(up + (static_cast<size_t>(g) * d + j) * up_stride) + (q - g * per_row));
       }
     }
     pdl_wait();  // returns at once after the first time

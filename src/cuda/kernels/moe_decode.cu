@@ -636,7 +636,7 @@ __device__ __forceinline__ void shared_down_rows(const uint16_t* w, int inter, i
 #pragma unroll
       for (int b = 0; b < kSharedBatch; ++b) {
         const int c = c0 + b * kWarp;
-        wv[r][b] = c < chunks && n0 + r < d ? __ldg(reinterpret_cast<const uint4*>(w + static_cast<size_t>(n0 + r) * inter) + c)
+        wv[r][b] = c < chunks && n0 + r < d ? load_weight16(reinterpret_cast<const uint4*>(w + static_cast<size_t>(n0 + r) * inter) + c)
                                             : make_uint4(0, 0, 0, 0);
       }
     }
