@@ -137,26 +137,43 @@ constexpr int kReadBatch = 8;  // 16-byte loads issued together per lane
 // One warp per (row r of down_inject, group g, part p of the group's d inputs): a = sum w * (1 + nw) * s and
 // b = sum s^2 over the part. A block holds all S * P pieces of one row and combines them: the row's value is
 // sum_g a_g * rsqrt(b_g / d + eps), i.e. the GEMV of the normalised stream. Parts spread a row over enough
-// warps to keep every SM busy (324 rows x 4 groups x 2 parts at the released shape).
+// warps to keep every SM busy (324 rows x 4 groups x 2 parts at the released shape). The norm weight (before the
+// wait) and the stream (right after it) are staged in shared memory by cp.async: read where each chunk is used,
+// they were one dependent L2 round trip per chunk, five per lane at the released shape.
 __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const uint16_t* w, int rows_out, int rank,
                                     int streams, int parts, int d, float eps, float* low, float* inv_rms) {
   pdl_trigger();  // weights first; pdl_wait() before the stream is read (device_math.cuh)
+  extern __shared__ __align__(16) uint8_t staged[];
   __shared__ float sa[kMaxHcStreams * 4], sb[kMaxHcStreams * 4];
+  const int width = streams * d;
+  float* s_sm = reinterpret_cast<float*>(staged);                  // [width]
+  uint16_t* nw_sm = reinterpret_cast<uint16_t*>(s_sm + width);     // [width]
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int r = blockIdx.x, g = warp / parts, part = warp % parts;
   const int chunks = d / 8, per = (chunks + parts - 1) / parts;
   const int first = part * per, last = min(chunks, first + per);
   const size_t group_at = static_cast<size_t>(g) * d;
-  const uint16_t* row = w + static_cast<size_t>(r) * streams * d + group_at;
-  float a = 0.0f, b = 0.0f;
-  for (int c0 = first + lane; c0 < last; c0 += kWarp * kReadBatch) {
-    uint4 wv[kReadBatch];
+  const uint4* row = reinterpret_cast<const uint4*>(w + static_cast<size_t>(r) * width + group_at);
+  uint4 wv[kReadBatch];
+  auto load_batch = [&](int c0) {
 #pragma unroll
     for (int i = 0; i < kReadBatch; ++i) {
       const int c = c0 + i * kWarp;
-      if (c < last) wv[i] = load_weight16(reinterpret_cast<const uint4*>(row) + c);
+      if (c < last) wv[i] = load_weight16(row + c);
     }
-    pdl_wait();  // returns at once after the first time
+  };
+  load_batch(first + lane);
+  for (int i = threadIdx.x; i < width / 8; i += blockDim.x) cp_async16(nw_sm + 8 * i, nw + 8 * i);
+  pdl_wait();
+  for (int i = threadIdx.x; i < width / 4; i += blockDim.x) cp_async16(s_sm + 4 * i, s + 4 * i);
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
+  const float* sg = s_sm + group_at;
+  const uint16_t* nwg = nw_sm + group_at;
+  float a = 0.0f, b = 0.0f;
+  for (int c0 = first + lane; c0 < last; c0 += kWarp * kReadBatch) {
+    if (c0 != first + lane) load_batch(c0);
 #pragma unroll
     for (int i = 0; i < kReadBatch; ++i) {
       const int c = c0 + i * kWarp;
@@ -168,9 +185,9 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
         wf[2 * k] = bf16_bits_to_float(words[k] & 0xffffu);
         wf[2 * k + 1] = bf16_bits_to_float(words[k] >> 16);
       }
-      load8_bf16(nw + group_at + 8 * c, nf);
-      const float4 s0 = *reinterpret_cast<const float4*>(s + group_at + 8 * c);
-      const float4 s1 = *reinterpret_cast<const float4*>(s + group_at + 8 * c + 4);
+      load8_bf16(nwg + 8 * c, nf);
+      const float4 s0 = *reinterpret_cast<const float4*>(sg + 8 * c);
+      const float4 s1 = *reinterpret_cast<const float4*>(sg + 8 * c + 4);
       const float sv[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
@@ -187,7 +204,6 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
   }
   __syncthreads();
   if (threadIdx.x != 0) return;
-  pdl_wait();  // before writing (this thread may have had no chunks)
   float value = 0.0f;
   for (int gg = 0; gg < streams; ++gg) {
     float ga = 0.0f, gb = 0.0f;
@@ -204,17 +220,19 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
 }
 
 // One warp per output column j: the S dots up[g*d + j] . low[0..rank) (S * rank / 8 loads of 16 bytes spread
-// over the lanes, all issued up front), then x[j] = mean_g sigmoid(dot_g) * normed[g, j].
+// over the lanes, all issued up front), then x[j] = mean_g sigmoid(dot_g) * normed[g, j]. After the wait, low is
+// staged in shared memory by cp.async while lane g loads stream g's value and norm scale: one round trip (read
+// where used, low was one per chunk and the tail one per stream).
 __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const float* inv_rms, const uint16_t* up,
                                       int up_stride, const float* low, int rank, int streams, int d, float* x) {
   pdl_trigger();  // weights first; pdl_wait() before low and the stream are read
+  extern __shared__ __align__(16) float low_sm[];  // [rank]
   const int lane = threadIdx.x % kWarp;
   const int j = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
-  if (j >= d) return;
-  const int per_row = rank / 8, chunks = streams * per_row;
-  float dot[kMaxHcStreams] = {};
-  for (int q0 = lane; q0 < chunks; q0 += kWarp * kReadBatch) {
-    uint4 wv[kReadBatch];
+  const bool live = j < d;  // every thread reaches the barrier below
+  const int per_row = rank / 8, chunks = live ? streams * per_row : 0;
+  uint4 wv[kReadBatch];
+  auto load_batch = [&](int q0) {
 #pragma unroll
     for (int i = 0; i < kReadBatch; ++i) {
       const int q = q0 + i * kWarp;
@@ -223,7 +241,21 @@ __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const 
         wv[i] = load_weight16(reinterpret_cast<const uint4*>(up + (static_cast<size_t>(g) * d + j) * up_stride) + (q - g * per_row));
       }
     }
-    pdl_wait();  // returns at once after the first time
+  };
+  load_batch(lane);
+  const bool own_stream = live && lane < streams;  // lane g holds stream g's terms of the mix
+  const size_t at = static_cast<size_t>(lane) * d + j;
+  const float norm_w = own_stream ? 1.0f + bf16_bits_to_float(nw[at]) : 0.0f;
+  pdl_wait();
+  for (int i = threadIdx.x; i < rank / 4; i += blockDim.x) cp_async16(low_sm + 4 * i, low + 4 * i);
+  cp_async_commit();
+  const float s_own = own_stream ? s[at] : 0.0f, inv_own = own_stream ? inv_rms[lane] : 0.0f;
+  cp_async_wait_all();
+  __syncthreads();
+  if (!live) return;
+  float dot[kMaxHcStreams] = {};
+  for (int q0 = lane; q0 < chunks; q0 += kWarp * kReadBatch) {
+    if (q0 != lane) load_batch(q0);
 #pragma unroll
     for (int i = 0; i < kReadBatch; ++i) {
       const int q = q0 + i * kWarp;
@@ -236,8 +268,8 @@ __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const 
         wf[2 * k] = bf16_bits_to_float(words[k] & 0xffffu);
         wf[2 * k + 1] = bf16_bits_to_float(words[k] >> 16);
       }
-      const float4 l0 = *reinterpret_cast<const float4*>(low + c);
-      const float4 l1 = *reinterpret_cast<const float4*>(low + c + 4);
+      const float4 l0 = *reinterpret_cast<const float4*>(low_sm + c);
+      const float4 l1 = *reinterpret_cast<const float4*>(low_sm + c + 4);
       const float v = wf[0] * l0.x + wf[1] * l0.y + wf[2] * l0.z + wf[3] * l0.w + wf[4] * l1.x + wf[5] * l1.y +
                       wf[6] * l1.z + wf[7] * l1.w;
       // Unrolled over the groups so dot stays in registers.
@@ -247,16 +279,36 @@ __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const 
       }
     }
   }
-  pdl_wait();  // lanes without chunks too, before the stream is read and x written
-  float sum = 0.0f;
+  float term = 0.0f;
 #pragma unroll
   for (int g = 0; g < kMaxHcStreams; ++g) {
     if (g >= streams) break;
     const float total = warp_sum(dot[g]);
-    const size_t at = static_cast<size_t>(g) * d + j;
-    sum += sigmoidf(total) * s[at] * inv_rms[g] * (1.0f + bf16_bits_to_float(nw[at]));
+    if (lane == g) term = sigmoidf(total) * s_own * inv_own * norm_w;
   }
+  float sum = 0.0f;  // in stream order, as before
+  for (int g = 0; g < streams; ++g) sum += __shfl_sync(0xffffffffu, term, g);
   if (lane == 0) x[j] = sum / static_cast<float>(streams);
+}
+
+// hc_read_down_kernel stages 6 bytes per stream value; its dynamic shared-memory limit is raised once per process
+// to what the device allows (in relaxed capture mode: the first decode step may be being captured).
+size_t hc_read_down_shared_limit() {
+  static const size_t limit = [] {
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    IMP_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    int device = 0, optin = 0;
+    cudaError_t status = cudaGetDevice(&device);
+    if (status == cudaSuccess) status = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
+    const int room = optin - static_cast<int>(2 * kMaxHcStreams * 4 * sizeof(float));  // less the static sums
+    if (status == cudaSuccess) {
+      status = cudaFuncSetAttribute(hc_read_down_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, room);
+    }
+    IMP_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    IMP_CUDA_CHECK(status);
+    return static_cast<size_t>(room);
+  }();
+  return limit;
 }
 
 }  // namespace
@@ -265,7 +317,14 @@ void launch_hc_read_down(const float* stream_row, const uint16_t* norm_weight, c
                          int32_t rank, int32_t streams, int32_t d, float eps, float* low, float* inv_rms, cudaStream_t stream) {
   if (d % 8 != 0 || streams > kMaxHcStreams || streams < 1) throw_invalid_launch("hc_read_down: d % 8 != 0 or streams outside [1, 8]");
   const int parts = std::max(1, 8 / streams);  // 8 warps per row when S divides 8 (S * parts <= 32)
-  launch_kernel(hc_read_down_kernel, rows_out, streams * parts * kWarp, 0, stream, 1,
+  const size_t staged = static_cast<size_t>(streams) * d * (sizeof(float) + sizeof(uint16_t));
+  if (staged > hc_read_down_shared_limit()) {
+    throw_invalid_launch("hc_read_down: streams * d too large to stage the stream in shared memory");
+  }
+  if (reinterpret_cast<uintptr_t>(stream_row) % 16 != 0 || reinterpret_cast<uintptr_t>(norm_weight) % 16 != 0) {
+    throw_invalid_launch("hc_read_down: stream row and norm weight must be 16-byte aligned");
+  }
+  launch_kernel(hc_read_down_kernel, rows_out, streams * parts * kWarp, staged, stream, 1,
                 stream_row, norm_weight, down_inject, rows_out, rank,
                                                                        streams, parts, d, eps, low, inv_rms);
 }
@@ -276,8 +335,9 @@ void launch_hc_read_up_mix(const float* stream_row, const uint16_t* norm_weight,
   if (rank % 8 != 0 || up_stride % 8 != 0 || up_stride < rank) {
     throw_invalid_launch("hc_read_up_mix: rank or up_stride not a multiple of 8, or up_stride < rank");
   }
+  if (reinterpret_cast<uintptr_t>(low) % 16 != 0) throw_invalid_launch("hc_read_up_mix: low must be 16-byte aligned");
   constexpr int kWarps = 8;
-  launch_kernel(hc_read_up_mix_kernel, (d + kWarps - 1) / kWarps, kWarps * kWarp, 0, stream, 1,
+  launch_kernel(hc_read_up_mix_kernel, (d + kWarps - 1) / kWarps, kWarps * kWarp, rank * sizeof(float), stream, 1,
                 stream_row, norm_weight, inv_rms, up, up_stride, low, rank, streams, d, x);
 }
 
