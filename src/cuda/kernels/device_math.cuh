@@ -33,9 +33,6 @@ __device__ __forceinline__ uint4 load_weight16(const void* p) {
   return v;
 }
 
-// Brings the line holding p into L1 without a register: for activations a loop will load one at a time.
-__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
-
 // 16 bytes global -> shared without registers (L2 only), committed and awaited by the issuing thread.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const uint32_t address = static_cast<uint32_t>(__cvta_generic_to_shared(smem));

@@ -37,12 +37,6 @@ __device__ __forceinline__ void bf16_row_dots_range(const uint16_t* row, int fir
   };
   load_batch(first + lane);
   pdl_wait();
-  // Every x line this lane reads, requested at once: the loop below loads them one chunk at a time (its break
-  // keeps the compiler from hoisting them), which was one dependent L2 round trip per chunk.
-  for (int c = first + lane; c < last; c += kWarp) {
-#pragma unroll
-    for (int r = 0; r < Rows; ++r) load_x.prefetch(r, 8 * c);
-  }
   for (int c0 = first + lane; c0 < last; c0 += kWarp * kGemvBatch) {
     if (c0 != first + lane) load_batch(c0);
 #pragma unroll
@@ -129,7 +123,6 @@ struct PlainX {
     const float4 x1 = *reinterpret_cast<const float4*>(x + static_cast<size_t>(r) * k + c + 4);
     xv[0] = x0.x, xv[1] = x0.y, xv[2] = x0.z, xv[3] = x0.w, xv[4] = x1.x, xv[5] = x1.y, xv[6] = x1.z, xv[7] = x1.w;
   }
-  __device__ __forceinline__ void prefetch(int r, int c) const { prefetch_l1(x + static_cast<size_t>(r) * k + c); }
 };
 
 // x[i] = silu(gate[i]) * up[i], computed where the GEMV reads it.
@@ -142,10 +135,6 @@ struct SwigluX {
       const float g = gate[c + i];
       xv[i] = g * sigmoidf(g) * up[c + i];
     }
-  }
-  __device__ __forceinline__ void prefetch(int, int c) const {
-    prefetch_l1(gate + c);
-    prefetch_l1(up + c);
   }
 };
 

@@ -646,7 +646,6 @@ __device__ __forceinline__ void shared_down_rows(const uint16_t* w, int inter, i
   load_batch(lane);
   pdl_wait();
   const SwigluX input{proj, proj + inter};
-  for (int c = lane; c < chunks; c += kWarp) input.prefetch(0, 8 * c);  // as bf16_row_dots_range
   for (int c0 = lane; c0 < chunks; c0 += kWarp * kSharedBatch) {
     if (c0 != lane) load_batch(c0);
 #pragma unroll
