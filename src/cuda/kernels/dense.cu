@@ -31,9 +31,16 @@ __global__ void gemv_bf16_kernel(const uint16_t* weight, const float* x, int n, 
 __global__ void gemv_bf16_hc_write_kernel(const uint16_t* weight, const float* x, int n, int k, int split,
                                           const float* inject, int streams, float* stream_row) {
   pdl_trigger();  // weights first: the dots wait before they read x
-  gemv_rows<1>(weight, n, k, split, PlainX{x, k}, [&](int row, const float (&acc)[1]) {
-    hc_write_value(stream_row, static_cast<size_t>(n), static_cast<size_t>(row), inject, streams, acc[0]);
-  });
+  gemv_rows_prepared<1>(
+      weight, n, k, split, PlainX{x, k},
+      [&](int row) {
+        HcWriteLoads loads;
+        loads.load(stream_row, static_cast<size_t>(n), static_cast<size_t>(row), inject, streams);
+        return loads;
+      },
+      [&](int row, const float (&acc)[1], const HcWriteLoads& loads) {
+        loads.add(stream_row, static_cast<size_t>(n), static_cast<size_t>(row), streams, acc[0]);
+      });
 }
 
 template <int Rows>

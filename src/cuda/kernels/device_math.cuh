@@ -50,22 +50,32 @@ __device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(
 
 // The hyper-connection write of one value v at column i: stream[s * stride + i] += inject[s] * v, s < streams.
 // Every load goes out before any store: the compiler must assume the stores may alias the inject loads, and a
-// plain loop paid one dependent L2 round trip per stream.
+// plain loop paid one dependent L2 round trip per stream. Fused kernels load (HcWriteLoads::load) as soon as they
+// have waited and store (add) once v is known, so the round trip overlaps their reduction.
 constexpr int kMaxHcStreams = 8;
-__device__ __forceinline__ void hc_write_value(float* stream, size_t stride, size_t i, const float* inject, int streams,
-                                               float v) {
+struct HcWriteLoads {
   float inj[kMaxHcStreams], cur[kMaxHcStreams];
+  __device__ __forceinline__ void load(const float* stream, size_t stride, size_t i, const float* inject, int streams) {
 #pragma unroll
-  for (int s = 0; s < kMaxHcStreams; ++s) {
-    if (s < streams) {
-      inj[s] = inject[s];
-      cur[s] = stream[s * stride + i];
+    for (int s = 0; s < kMaxHcStreams; ++s) {
+      if (s < streams) {
+        inj[s] = inject[s];
+        cur[s] = stream[s * stride + i];
+      }
     }
   }
+  __device__ __forceinline__ void add(float* stream, size_t stride, size_t i, int streams, float v) const {
 #pragma unroll
-  for (int s = 0; s < kMaxHcStreams; ++s) {
-    if (s < streams) stream[s * stride + i] = cur[s] + inj[s] * v;
+    for (int s = 0; s < kMaxHcStreams; ++s) {
+      if (s < streams) stream[s * stride + i] = cur[s] + inj[s] * v;
+    }
   }
+};
+__device__ __forceinline__ void hc_write_value(float* stream, size_t stride, size_t i, const float* inject, int streams,
+                                               float v) {
+  HcWriteLoads w;
+  w.load(stream, stride, i, inject, streams);
+  w.add(stream, stride, i, streams, v);
 }
 
 // Partial NeoX RoPE of one head in memory, by one warp: dims [0, rotary_dim) rotate in pairs

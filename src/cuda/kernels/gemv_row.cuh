@@ -80,11 +80,12 @@ inline unsigned gemv_split_blocks(int rows, int split) {
   return static_cast<unsigned>((rows + per_block - 1) / per_block);
 }
 
-// The kernel body: epilogue(row, acc) runs once per output row (row < n) with the full dots, after the
-// wait (the thread that runs it, or its warp, has waited).
-template <int Rows, class LoadX, class Epilogue>
-__device__ __forceinline__ void gemv_rows(const uint16_t* weight, int n, int k, int split, LoadX load_x,
-                                          Epilogue epilogue) {
+// The kernel body: epilogue(row, acc, early) runs once per output row (row < n) with the full dots, where early =
+// prepare(row) was called by the same thread as soon as its own dots were done (it has waited): loads the epilogue
+// needs go out there, before the split-K reduction, instead of after it.
+template <int Rows, class LoadX, class Prepare, class Epilogue>
+__device__ __forceinline__ void gemv_rows_prepared(const uint16_t* weight, int n, int k, int split, LoadX load_x,
+                                                   Prepare prepare, Epilogue epilogue) {
   __shared__ float partial[kGemvWarps][Rows];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int per_block = kGemvWarps / split, part = warp % split;
@@ -94,24 +95,39 @@ __device__ __forceinline__ void gemv_rows(const uint16_t* weight, int n, int k, 
   float acc[Rows];
   if (row < n) bf16_row_dots_range<Rows>(weight + static_cast<size_t>(row) * k, first, last, load_x, acc);
   if (split == 1) {
-    if (row < n && lane == 0) epilogue(row, acc);
+    if (row < n && lane == 0) epilogue(row, acc, prepare(row));
     return;
   }
+  // warp 0's lanes finish the block's rows; warp 0 holds the block's first row, so it has waited
+  const int t = static_cast<int>(threadIdx.x), out = blockIdx.x * per_block + t;
+  const bool finisher = t < per_block && out < n;
+  decltype(prepare(0)) early{};
+  if (finisher) early = prepare(out);
   if (row < n && lane == 0) {
 #pragma unroll
     for (int r = 0; r < Rows; ++r) partial[warp][r] = acc[r];
   }
   __syncthreads();
-  const int t = static_cast<int>(threadIdx.x), out = blockIdx.x * per_block + t;
-  if (t < per_block && out < n) {  // warp 0's lanes; warp 0 holds the block's first row, so it has waited
+  if (finisher) {
     float sum[Rows];
 #pragma unroll
     for (int r = 0; r < Rows; ++r) {
       sum[r] = 0.0f;
       for (int p = 0; p < split; ++p) sum[r] += partial[t * split + p][r];
     }
-    epilogue(out, sum);
+    epilogue(out, sum, early);
   }
+}
+
+struct NoEarlyLoads {};
+
+// gemv_rows_prepared with nothing to load early: epilogue(row, acc).
+template <int Rows, class LoadX, class Epilogue>
+__device__ __forceinline__ void gemv_rows(const uint16_t* weight, int n, int k, int split, LoadX load_x,
+                                          Epilogue epilogue) {
+  gemv_rows_prepared<Rows>(
+      weight, n, k, split, load_x, [](int) { return NoEarlyLoads{}; },
+      [&](int row, const float (&acc)[Rows], NoEarlyLoads) { epilogue(row, acc); });
 }
 
 // load_x for plain fp32 rows [Rows, k].

@@ -711,14 +711,18 @@ __global__ void __maxnreg__(56)  // two blocks of k = 10 per SM (576 threads)
       for (int r = 0; r < kSharedRows; ++r) shared_out[r0 + r] = gate * dots[r];
     }
   }
+  // The writers (warp 0's first lanes, which have waited) load the streams before the barrier, not after it.
+  const int n = kStripRows * strip + static_cast<int>(threadIdx.x);
+  const bool writer = threadIdx.x < kStripRows && n < d;  // padded rows are dropped
+  HcWriteLoads loads;
+  if (writer) loads.load(stream_row, static_cast<size_t>(d), static_cast<size_t>(n), inject, streams);
   __syncthreads();
   phase(1, 3);
-  const int n = kStripRows * strip + static_cast<int>(threadIdx.x);
-  if (threadIdx.x < kStripRows && n < d) {  // padded rows are dropped
+  if (writer) {
     float routed = 0.0f;
     for (int c = 0; c < k; ++c) routed += partial[c][threadIdx.x];
     const float v = routed + shared_out[threadIdx.x];
-    hc_write_value(stream_row, static_cast<size_t>(d), static_cast<size_t>(n), inject, streams, v);
+    loads.add(stream_row, static_cast<size_t>(d), static_cast<size_t>(n), streams, v);
   }
   phase(1, 4);
 }
