@@ -11,13 +11,13 @@
 
 namespace imp::cuda {
 
-constexpr int kGemvBatch = 4;
+constexpr int kGemvBatch = 3;
 constexpr int kGemvThreads = 128;  // 4 warps per block
 constexpr int kGemvWarps = kGemvThreads / kWarp;
-// Measured on the H200 (graph of back-to-back launches, build/exp A/B of 8 load schemes): 4 loads in flight per
-// lane through the read-only path in 128-thread blocks was the best or within 3% of it on every decode shape
-// (in_proj 16480x2560: 3.55 TB/s; LM head 4.50 TB/s); 8 loads per lane, streaming (.cs) loads or 512-thread
-// blocks were up to 15% slower on the mid-size projections.
+// Measured on the H200, decode of the full-scale dummy model (tg 128 at 1K, session 10, once the first batch really
+// went out before the PDL wait): 3 loads per lane 204.5 tok/s, 4: 203.1, 6: 189.2, 8: 190.1; the GEMVs are
+// bound by how many blocks are resident (registers), not by loads per lane. Earlier (session 3, loads then after
+// the wait): streaming (.cs) loads or 512-thread blocks were up to 15% slower on the mid-size projections.
 
 // PDL: the first batch of weight loads goes out before pdl_wait(); load_x runs after it (see device_math.cuh).
 // Chunks (8 inputs each) [first, last) of the row; bf16_row_dots covers all of it.
