@@ -42,12 +42,42 @@ __global__ void gdn_conv_step_kernel(GatedDeltaNetShape shape, const uint16_t* c
 }
 
 // Decode: in_proj's GEMV (split-K, gemv_row.cuh) with the conv step applied to the first `channels` outputs
-// by the thread that completes each (one per output row, so every channel's state is touched once).
+// by the thread that completes each (one per output row, so every channel's state is touched once). That thread
+// loads its channel's taps and conv state before the wait (weights, and state only this kernel writes, one decode
+// step ago): after the dots they were one more L2 round trip at the end of every block.
+constexpr int kMaxConvTaps = 4;
 __global__ void gdn_in_proj_conv_kernel(const uint16_t* weight, const float* x, int n, int k, int split,
                                         const uint16_t* conv_w, int K, float* conv_state, int channels, float* y) {
   pdl_trigger();  // weights first: the dots wait before they read x
+  // Four taps and three states as scalars (arrays here ended up in local memory).
+  float w0 = 0.0f, w1 = 0.0f, w2 = 0.0f, w3 = 0.0f, s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
+  const int mine = gemv_finisher_row(n, split);
+  if (mine >= 0 && mine < channels) {
+    const uint16_t* wc = conv_w + static_cast<size_t>(mine) * K;
+    w0 = bf16_bits_to_float(wc[0]);
+    w1 = bf16_bits_to_float(wc[1]);
+    if (K > 2) w2 = bf16_bits_to_float(wc[2]);
+    if (K > 3) w3 = bf16_bits_to_float(wc[3]);
+    s0 = conv_state[mine];
+    if (K > 2) s1 = conv_state[channels + mine];
+    if (K > 3) s2 = conv_state[2 * channels + mine];
+  }
   gemv_rows<1>(weight, n, k, split, PlainX{x, k}, [&](int row, const float (&acc)[1]) {
-    y[row] = row < channels ? conv_step_channel(conv_w, K, conv_state, channels, row, acc[0]) : acc[0];
+    if (row >= channels) {
+      y[row] = acc[0];
+      return;
+    }
+    // conv_step_channel's arithmetic (the last tap on the current value, then the older ones in order), from the
+    // registers; the state shifts by one.
+    const float current = acc[0];
+    float sum = (K == 2 ? w1 : K == 3 ? w2 : w3) * current;
+    sum += w0 * s0;
+    if (K > 2) sum += w1 * s1;
+    if (K > 3) sum += w2 * s2;
+    if (K > 2) conv_state[row] = s1;
+    if (K > 3) conv_state[channels + row] = s2;
+    conv_state[(K - 2) * channels + row] = current;
+    y[row] = sum * sigmoidf(sum);
   });
 }
 
@@ -224,8 +254,8 @@ void launch_gdn_conv_step(const GatedDeltaNetShape& shape, const GatedDeltaNetWe
 void launch_gdn_in_proj_conv(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,
                              const uint16_t* in_proj, const float* x, int32_t n, int32_t k, float* conv_state, float* y,
                              cudaStream_t stream) {
-  if (shape.conv_kernel < 2 || k % 8 != 0 || n < shape.conv_channels()) {
-    throw_invalid_launch("gdn in_proj + conv: kernel < 2, K % 8 != 0 or fewer outputs than conv channels");
+  if (shape.conv_kernel < 2 || shape.conv_kernel > kMaxConvTaps || k % 8 != 0 || n < shape.conv_channels()) {
+    throw_invalid_launch("gdn in_proj + conv: conv kernel outside [2, 4], K % 8 != 0 or fewer outputs than conv channels");
   }
   const int split = gemv_split(n, k);
   launch_kernel(gdn_in_proj_conv_kernel, gemv_split_blocks(n, split), kGemvThreads, 0, stream, 1, in_proj, x, n, k, split,

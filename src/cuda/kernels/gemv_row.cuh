@@ -11,7 +11,7 @@
 
 namespace imp::cuda {
 
-constexpr int kGemvBatch = 3;
+constexpr int kGemvBatch = 2;
 constexpr int kGemvThreads = 128;  // 4 warps per block
 constexpr int kGemvWarps = kGemvThreads / kWarp;
 // Measured on the H200, decode of the full-scale dummy model (tg 128 at 1K, session 10, once the first batch really
@@ -120,6 +120,15 @@ __device__ __forceinline__ void gemv_rows_prepared(const uint16_t* weight, int n
 }
 
 struct NoEarlyLoads {};
+
+// The output row this thread finishes in gemv_rows (its epilogue runs here), or -1: lane 0 of each warp without
+// split-K, warp 0's first lanes with it.
+__device__ __forceinline__ int gemv_finisher_row(int n, int split) {
+  const int per_block = kGemvWarps / split, t = static_cast<int>(threadIdx.x);
+  const int row = split == 1 ? (t % kWarp == 0 ? blockIdx.x * per_block + t / kWarp : -1)
+                             : (t < per_block ? blockIdx.x * per_block + t : -1);
+  return row < n ? row : -1;
+}
 
 // gemv_rows_prepared with nothing to load early: epilogue(row, acc).
 template <int Rows, class LoadX, class Epilogue>
