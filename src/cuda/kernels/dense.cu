@@ -10,7 +10,6 @@
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 #include "cuda/kernels/gemv_row.cuh"
-#include "cuda/kernels/gemv_streamed.cuh"
 
 namespace imp::cuda {
 namespace {
@@ -42,19 +41,6 @@ __global__ void gemv_bf16_hc_write_kernel(const uint16_t* weight, const float* x
       [&](int row, const float (&acc)[1], const HcWriteLoads& loads) {
         loads.add(stream_row, static_cast<size_t>(n), static_cast<size_t>(row), streams, acc[0]);
       });
-}
-
-// One input row, many rows, K <= kStreamMaxK: the streamed kernel (gemv_streamed.cuh), one block per SM.
-__global__ void __launch_bounds__(kStreamThreads, 1)
-    gemv_bf16_streamed_kernel(const uint16_t* weight, const float* x, int n, int k, float* y) {
-  pdl_trigger();  // weights first: gemv_streamed_rows waits before it reads x
-  extern __shared__ __align__(16) uint8_t rings[];
-  int first = 0, last = 0;
-  streamed_row_range(n, static_cast<int>(gridDim.x) * kStreamWarps, first, last);
-  uint8_t* ring = rings + static_cast<size_t>(threadIdx.x / kWarp) * kStreamStages * k * 2;
-  gemv_streamed_rows(weight, x, k, first, last, ring, [&](int row, float dot) {
-    if (threadIdx.x % kWarp == 0) y[row] = dot;
-  });
 }
 
 template <int Rows>
@@ -156,11 +142,6 @@ __global__ void __cluster_dims__(kNormCluster, 1, 1) __launch_bounds__(kNormClus
 void launch_gemv_bf16(const uint16_t* weight, const float* x, int32_t rows, int32_t n, int32_t k, float* y,
                       cudaStream_t stream) {
   if (k % 8 != 0 || rows < 1 || rows > kMaxRows) throw_invalid_launch("gemv_bf16: K % 8 != 0 or rows outside [1, 8]");
-  if (rows == 1 && gemv_streams(n, k) && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
-    launch_kernel(gemv_bf16_streamed_kernel, streamed_gemv_blocks(gemv_bf16_streamed_kernel), kStreamThreads,
-                  streamed_smem_bytes(k), stream, 1, weight, x, n, k, y);
-    return;
-  }
   switch (rows) {
     case 1: launch_rows<1>(weight, x, n, k, y, stream); break;
     case 2: launch_rows<2>(weight, x, n, k, y, stream); break;

@@ -9,7 +9,6 @@
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 #include "cuda/kernels/gemv_row.cuh"
-#include "cuda/kernels/gemv_streamed.cuh"
 
 namespace imp::cuda {
 namespace {
@@ -42,65 +41,43 @@ __global__ void gdn_conv_step_kernel(GatedDeltaNetShape shape, const uint16_t* c
   x[c] = conv_step_channel(conv_w, K, state + static_cast<size_t>(row) * (K - 1) * channels, channels, c, x[c]);
 }
 
-// One channel's taps and conv state in registers, loaded before the PDL wait (weights, and state that only the
-// in_proj kernel writes, one decode step ago) by the thread that will finish the channel: loaded after the dots
-// they were one more L2 round trip at the end of every block. step() is conv_step_channel's arithmetic (the last
-// tap on the current value, then the older ones in order) and shifts the state by one. Up to kMaxConvTaps taps,
-// as scalars (arrays here ended up in local memory).
+// Decode: in_proj's GEMV (split-K, gemv_row.cuh) with the conv step applied to the first `channels` outputs
+// by the thread that completes each (one per output row, so every channel's state is touched once). That thread
+// loads its channel's taps and conv state before the wait (weights, and state only this kernel writes, one decode
+// step ago): after the dots they were one more L2 round trip at the end of every block.
 constexpr int kMaxConvTaps = 4;
-struct ConvTaps {
+__global__ void gdn_in_proj_conv_kernel(const uint16_t* weight, const float* x, int n, int k, int split,
+                                        const uint16_t* conv_w, int K, float* conv_state, int channels, float* y) {
+  pdl_trigger();  // weights first: the dots wait before they read x
+  // Four taps and three states as scalars (arrays here ended up in local memory).
   float w0 = 0.0f, w1 = 0.0f, w2 = 0.0f, w3 = 0.0f, s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
-  __device__ __forceinline__ void load(const uint16_t* conv_w, int K, const float* state, int channels, int c) {
-    const uint16_t* wc = conv_w + static_cast<size_t>(c) * K;
+  const int mine = gemv_finisher_row(n, split);
+  if (mine >= 0 && mine < channels) {
+    const uint16_t* wc = conv_w + static_cast<size_t>(mine) * K;
     w0 = bf16_bits_to_float(wc[0]);
     w1 = bf16_bits_to_float(wc[1]);
     if (K > 2) w2 = bf16_bits_to_float(wc[2]);
     if (K > 3) w3 = bf16_bits_to_float(wc[3]);
-    s0 = state[c];
-    if (K > 2) s1 = state[channels + c];
-    if (K > 3) s2 = state[2 * channels + c];
+    s0 = conv_state[mine];
+    if (K > 2) s1 = conv_state[channels + mine];
+    if (K > 3) s2 = conv_state[2 * channels + mine];
   }
-  __device__ __forceinline__ float step(int K, float* state, int channels, int c, float current) const {
+  gemv_rows<1>(weight, n, k, split, PlainX{x, k}, [&](int row, const float (&acc)[1]) {
+    if (row >= channels) {
+      y[row] = acc[0];
+      return;
+    }
+    // conv_step_channel's arithmetic (the last tap on the current value, then the older ones in order), from the
+    // registers; the state shifts by one.
+    const float current = acc[0];
     float sum = (K == 2 ? w1 : K == 3 ? w2 : w3) * current;
     sum += w0 * s0;
     if (K > 2) sum += w1 * s1;
     if (K > 3) sum += w2 * s2;
-    if (K > 2) state[c] = s1;
-    if (K > 3) state[channels + c] = s2;
-    state[(K - 2) * channels + c] = current;
-    return sum * sigmoidf(sum);
-  }
-};
-
-// Decode: in_proj's GEMV (split-K, gemv_row.cuh) with the conv step applied to the first `channels` outputs
-// by the thread that completes each (one per output row, so every channel's state is touched once).
-__global__ void gdn_in_proj_conv_kernel(const uint16_t* weight, const float* x, int n, int k, int split,
-                                        const uint16_t* conv_w, int K, float* conv_state, int channels, float* y) {
-  pdl_trigger();  // weights first: the dots wait before they read x
-  ConvTaps taps;
-  const int mine = gemv_finisher_row(n, split);
-  if (mine >= 0 && mine < channels) taps.load(conv_w, K, conv_state, channels, mine);
-  gemv_rows<1>(weight, n, k, split, PlainX{x, k}, [&](int row, const float (&acc)[1]) {
-    y[row] = row < channels ? taps.step(K, conv_state, channels, row, acc[0]) : acc[0];
-  });
-}
-
-// The same on the streamed GEMV (gemv_streamed.cuh; the released in_proj, 16480 x 2560): lane i of a warp
-// finishes the warp's row first + i (at most 32 rows per warp, checked at launch) and holds its channel's taps.
-__global__ void __launch_bounds__(kStreamThreads, 1)
-    gdn_in_proj_conv_streamed_kernel(const uint16_t* weight, const float* x, int n, int k, const uint16_t* conv_w,
-                                     int K, float* conv_state, int channels, float* y) {
-  pdl_trigger();  // weights first: gemv_streamed_rows waits before it reads x
-  extern __shared__ __align__(16) uint8_t rings[];
-  int first = 0, last = 0;
-  streamed_row_range(n, static_cast<int>(gridDim.x) * kStreamWarps, first, last);
-  const int lane = static_cast<int>(threadIdx.x % kWarp), mine = first + lane;
-  ConvTaps taps;
-  if (mine < last && mine < channels) taps.load(conv_w, K, conv_state, channels, mine);
-  uint8_t* ring = rings + static_cast<size_t>(threadIdx.x / kWarp) * kStreamStages * k * 2;
-  gemv_streamed_rows(weight, x, k, first, last, ring, [&](int row, float dot) {
-    if (row != mine) return;
-    y[row] = row < channels ? taps.step(K, conv_state, channels, row, dot) : dot;
+    if (K > 2) conv_state[row] = s1;
+    if (K > 3) conv_state[channels + row] = s2;
+    conv_state[(K - 2) * channels + row] = current;
+    y[row] = sum * sigmoidf(sum);
   });
 }
 
@@ -279,12 +256,6 @@ void launch_gdn_in_proj_conv(const GatedDeltaNetShape& shape, const GatedDeltaNe
                              cudaStream_t stream) {
   if (shape.conv_kernel < 2 || shape.conv_kernel > kMaxConvTaps || k % 8 != 0 || n < shape.conv_channels()) {
     throw_invalid_launch("gdn in_proj + conv: conv kernel outside [2, 4], K % 8 != 0 or fewer outputs than conv channels");
-  }
-  if (gemv_streams(n, k) && n <= kWarp * kStreamWarps * streamed_sm_count() && reinterpret_cast<uintptr_t>(x) % 16 == 0) {
-    launch_kernel(gdn_in_proj_conv_streamed_kernel, streamed_gemv_blocks(gdn_in_proj_conv_streamed_kernel), kStreamThreads,
-                  streamed_smem_bytes(k), stream, 1, in_proj, x, n, k, w.conv1d, shape.conv_kernel, conv_state,
-                  shape.conv_channels(), y);
-    return;
   }
   const int split = gemv_split(n, k);
   launch_kernel(gdn_in_proj_conv_kernel, gemv_split_blocks(n, split), kGemvThreads, 0, stream, 1, in_proj, x, n, k, split,

@@ -19,19 +19,6 @@ constexpr int kGemvWarps = kGemvThreads / kWarp;
 // bound by how many blocks are resident (registers), not by loads per lane. Earlier (session 3, loads then after
 // the wait): streaming (.cs) loads or 512-thread blocks were up to 15% slower on the mid-size projections.
 
-// 8 packed bf16 weights times 8 floats, in one fixed order (every decode GEMV's per-chunk term).
-__device__ __forceinline__ float bf16x8_dot(const uint4& packed, const float (&xv)[8]) {
-  const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
-  float wf[8];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    wf[2 * i] = bf16_bits_to_float(words[i] & 0xffffu);
-    wf[2 * i + 1] = bf16_bits_to_float(words[i] >> 16);
-  }
-  return wf[0] * xv[0] + wf[1] * xv[1] + wf[2] * xv[2] + wf[3] * xv[3] + wf[4] * xv[4] + wf[5] * xv[5] + wf[6] * xv[6] +
-         wf[7] * xv[7];
-}
-
 // PDL: the first batch of weight loads goes out before pdl_wait(); load_x runs after it (see device_math.cuh).
 // Chunks (8 inputs each) [first, last) of the row; bf16_row_dots covers all of it.
 template <int Rows, class LoadX>
@@ -56,11 +43,19 @@ __device__ __forceinline__ void bf16_row_dots_range(const uint16_t* row, int fir
     for (int b = 0; b < kGemvBatch; ++b) {
       if (c0 + b * kWarp >= last) break;
       const int c = 8 * (c0 + b * kWarp);
+      const uint32_t words[4] = {packed[b].x, packed[b].y, packed[b].z, packed[b].w};
+      float wf[8];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        wf[2 * i] = bf16_bits_to_float(words[i] & 0xffffu);
+        wf[2 * i + 1] = bf16_bits_to_float(words[i] >> 16);
+      }
 #pragma unroll
       for (int r = 0; r < Rows; ++r) {
         float xv[8];
         load_x(r, c, xv);
-        acc[r] += bf16x8_dot(packed[b], xv);
+        acc[r] += wf[0] * xv[0] + wf[1] * xv[1] + wf[2] * xv[2] + wf[3] * xv[3] + wf[4] * xv[4] + wf[5] * xv[5] +
+                  wf[6] * xv[6] + wf[7] * xv[7];
       }
     }
   }
