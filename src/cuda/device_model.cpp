@@ -94,6 +94,10 @@ struct DeviceModel::Builder {
   GatedDeltaNetDevice gated_delta_net(const model::GatedDeltaNetWeights* w) {
     const model::ModelConfig& c = model.config_;
     const int64_t d = c.hidden_size, hv = c.linear_num_value_heads;
+    if (c.linear_conv_kernel_dim < 2 || c.linear_conv_kernel_dim > kGdnMaxConvTaps) {
+      fail("GDN conv kernel of {} taps is outside the GPU decode kernel's 2 to {}", c.linear_conv_kernel_dim,
+           kGdnMaxConvTaps);
+    }
     GatedDeltaNetDevice g;
     g.in_proj = projection(c.gdn_conv_dim() + c.gdn_value_dim() + 2 * hv, d,
                            {w ? w->in_proj_qkv : nullptr, w ? w->in_proj_z : nullptr, w ? w->in_proj_b : nullptr,

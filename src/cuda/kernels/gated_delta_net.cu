@@ -45,7 +45,6 @@ __global__ void gdn_conv_step_kernel(GatedDeltaNetShape shape, const uint16_t* c
 // by the thread that completes each (one per output row, so every channel's state is touched once). That thread
 // loads its channel's taps and conv state before the wait (weights, and state only this kernel writes, one decode
 // step ago): after the dots they were one more L2 round trip at the end of every block.
-constexpr int kMaxConvTaps = 4;
 __global__ void gdn_in_proj_conv_kernel(const uint16_t* weight, const float* x, int n, int k, int split,
                                         const uint16_t* conv_w, int K, float* conv_state, int channels, float* y) {
   pdl_trigger();  // weights first: the dots wait before they read x
@@ -254,7 +253,7 @@ void launch_gdn_conv_step(const GatedDeltaNetShape& shape, const GatedDeltaNetWe
 void launch_gdn_in_proj_conv(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,
                              const uint16_t* in_proj, const float* x, int32_t n, int32_t k, float* conv_state, float* y,
                              cudaStream_t stream) {
-  if (shape.conv_kernel < 2 || shape.conv_kernel > kMaxConvTaps || k % 8 != 0 || n < shape.conv_channels()) {
+  if (shape.conv_kernel < 2 || shape.conv_kernel > kGdnMaxConvTaps || k % 8 != 0 || n < shape.conv_channels()) {
     throw_invalid_launch("gdn in_proj + conv: conv kernel outside [2, 4], K % 8 != 0 or fewer outputs than conv channels");
   }
   const int split = gemv_split(n, k);

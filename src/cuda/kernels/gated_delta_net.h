@@ -31,6 +31,9 @@ struct GatedDeltaNetWeightsDevice {
 void launch_gdn_conv_step(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w, float* mixed,
                           float* conv_state, int32_t rows, cudaStream_t stream);
 
+// The decode in_proj kernel keeps a channel's taps in registers: conv kernels of 2 to this many taps (the release: 4).
+constexpr int32_t kGdnMaxConvTaps = 4;
+
 // Decode (one row): y [n] = in_proj [n, k] . x with the conv step applied to y's first conv_channels outputs
 // (launch_gdn_conv_step fused into the projection). k % 8 == 0, n >= conv_channels.
 void launch_gdn_in_proj_conv(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,

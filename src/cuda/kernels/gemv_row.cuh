@@ -15,8 +15,8 @@ constexpr int kGemvBatch = 2;
 constexpr int kGemvThreads = 128;  // 4 warps per block
 constexpr int kGemvWarps = kGemvThreads / kWarp;
 // Measured on the H200, decode of the full-scale dummy model (tg 128 at 1K, session 10, once the first batch really
-// went out before the PDL wait): 3 loads per lane 204.5 tok/s, 4: 203.1, 6: 189.2, 8: 190.1; the GEMVs are
-// bound by how many blocks are resident (registers), not by loads per lane. Earlier (session 3, loads then after
+// went out before the PDL wait): 2 loads per lane 205.8 tok/s, 3: 204.5, 4: 203.1, 6: 189.2, 8: 190.1; the GEMVs
+// are bound by how many blocks are resident (registers), not by loads per lane. Earlier (session 3, loads then after
 // the wait): streaming (.cs) loads or 512-thread blocks were up to 15% slower on the mid-size projections.
 
 // PDL: the first batch of weight loads goes out before pdl_wait(); load_x runs after it (see device_math.cuh).
