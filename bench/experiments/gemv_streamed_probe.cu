@@ -1,0 +1,199 @@
+// Why the streamed decode GEMV (9c6f385, reverted in session 10: in_proj 28.0 -> 33.3 us per call inside the decode
+// graph) lost to the 128-thread block kernel: both timed alone, 20 launches per graph with programmatic dependent
+// launch as in decode (so each launch's pre-wait weight loads overlap the previous launch), on the released
+// one-row shapes with K = 2560. Streamed variants: warps per block, blocks per SM and ring depth (rows in flight
+// per warp). Every variant's output is checked bit for bit against the block kernel's.
+// Build and run on the GPU machine from the repository root:
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc bench/experiments/gemv_streamed_probe.cu \
+//     -o build/exp/gemv_streamed_probe && build/exp/gemv_streamed_probe
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "cuda/kernels/device_math.cuh"
+#include "cuda/kernels/gemv_row.cuh"
+
+using namespace imp::cuda;
+
+#define CHECK(call)                                                                      \
+  do {                                                                                   \
+    const cudaError_t e = (call);                                                        \
+    if (e != cudaSuccess) {                                                              \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e));     \
+      std::exit(1);                                                                      \
+    }                                                                                    \
+  } while (0)
+
+// The engine's kernel (dense.cu): 128 threads, one row per warp (split-K 1 at these row counts).
+__global__ void block_kernel(const uint16_t* w, const float* x, int n, int k, float* y) {
+  pdl_trigger();
+  gemv_rows<1>(w, n, k, 1, PlainX{x, k}, [&](int row, const float (&acc)[1]) { y[row] = acc[0]; });
+}
+
+// bf16_row_dots_range's per-chunk expression (gemv_row.cuh), so the sums are the same bits.
+__device__ __forceinline__ float dot8(const uint4& packed, const float (&xv)[8]) {
+  const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
+  float wf[8];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    wf[2 * i] = bf16_bits_to_float(words[i] & 0xffffu);
+    wf[2 * i + 1] = bf16_bits_to_float(words[i] >> 16);
+  }
+  return wf[0] * xv[0] + wf[1] * xv[1] + wf[2] * xv[2] + wf[3] * xv[3] + wf[4] * xv[4] + wf[5] * xv[5] + wf[6] * xv[6] +
+         wf[7] * xv[7];
+}
+
+constexpr int kLaneChunks = 10;  // K = 2560: 320 chunks of 8 over 32 lanes
+
+// Streamed: each warp a contiguous run of rows through a ring of Stages rows in shared memory (cp.async), x in
+// registers; 9c6f385's loop with Warps warps per block, and a row's shared-memory loads all issued before its FMAs
+// (9c6f385 interleaved them, one branch per chunk).
+template <int Warps, int Stages>
+__global__ void __launch_bounds__(Warps * 32) streamed_kernel(const uint16_t* w, const float* x, int n, int k, float* y) {
+  pdl_trigger();
+  extern __shared__ __align__(16) uint8_t rings[];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = gridDim.x * Warps;
+  const int gw = blockIdx.x * Warps + warp;
+  const int first = static_cast<int>(static_cast<int64_t>(gw) * n / warps);
+  const int last = static_cast<int>(static_cast<int64_t>(gw + 1) * n / warps);
+  const int row_bytes = k * 2, chunks = k / 8;
+  uint8_t* ring = rings + static_cast<size_t>(warp) * Stages * row_bytes;
+  auto issue = [&](int r, int stage) {
+    if (r < last) {
+      const uint8_t* src = reinterpret_cast<const uint8_t*>(w + static_cast<size_t>(r) * k);
+#pragma unroll
+      for (int i = 0; i < kLaneChunks; ++i) {
+        const int c = lane + 32 * i;
+        if (c < chunks) cp_async16(ring + stage * row_bytes + 16 * c, src + 16 * c);
+      }
+    }
+    cp_async_commit();
+  };
+#pragma unroll
+  for (int s = 0; s < Stages; ++s) issue(first + s, s);
+  pdl_wait();
+  float xr[kLaneChunks][8];
+#pragma unroll
+  for (int i = 0; i < kLaneChunks; ++i) {
+    const int c = lane + 32 * i;
+    const float4 a = *reinterpret_cast<const float4*>(x + 8 * c), b = *reinterpret_cast<const float4*>(x + 8 * c + 4);
+    xr[i][0] = a.x, xr[i][1] = a.y, xr[i][2] = a.z, xr[i][3] = a.w, xr[i][4] = b.x, xr[i][5] = b.y, xr[i][6] = b.z,
+    xr[i][7] = b.w;
+  }
+  int stage = 0;
+  for (int r = first; r < last; ++r) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(Stages - 1) : "memory");
+    const uint8_t* src = ring + stage * row_bytes;
+    uint4 words[kLaneChunks];  // every shared-memory load of the row before any use
+#pragma unroll
+    for (int i = 0; i < kLaneChunks; ++i) words[i] = *reinterpret_cast<const uint4*>(src + 16 * (lane + 32 * i));
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kLaneChunks; ++i) acc += dot8(words[i], xr[i]);
+    issue(r + Stages, stage);
+    stage = stage + 1 == Stages ? 0 : stage + 1;
+    acc = warp_sum(acc);
+    if (lane == 0) y[r] = acc;
+  }
+  cp_async_wait_all();
+}
+
+template <class Launch>
+double time_graph(Launch launch) {
+  cudaStream_t s;
+  CHECK(cudaStreamCreate(&s));
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < 20; ++i) launch(s);
+  CHECK(cudaStreamEndCapture(s, &g));
+  CHECK(cudaGraphInstantiate(&ge, g, 0));
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  std::vector<float> t;
+  for (int r = 0; r < 9; ++r) {
+    CHECK(cudaEventRecord(a, s));
+    CHECK(cudaGraphLaunch(ge, s));
+    CHECK(cudaEventRecord(b, s));
+    CHECK(cudaEventSynchronize(b));
+    float ms = 0.0f;
+    CHECK(cudaEventElapsedTime(&ms, a, b));
+    if (r > 0) t.push_back(ms / 20);
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2] * 1000.0;
+}
+
+template <class... Args>
+void launch_pdl(void (*kernel)(Args...), unsigned grid, unsigned block, size_t smem, cudaStream_t s, Args... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = s;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  CHECK(cudaLaunchKernelEx(&config, kernel, args...));
+}
+
+int sms = 0;
+
+template <int Warps, int Stages, int PerSm>
+void streamed(const char* name, const uint16_t* w, const float* x, int n, int k, float* y, const std::vector<float>& want,
+              double bytes) {
+  const size_t smem = static_cast<size_t>(Warps) * Stages * k * 2;
+  auto kernel = streamed_kernel<Warps, Stages>;
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const unsigned grid = static_cast<unsigned>(sms * PerSm);
+  const double us = time_graph([&](cudaStream_t s) { launch_pdl(kernel, grid, Warps * 32, smem, s, w, x, n, k, y); });
+  std::vector<float> got(want.size());
+  CHECK(cudaMemcpy(got.data(), y, got.size() * 4, cudaMemcpyDeviceToHost));
+  const bool same = std::equal(got.begin(), got.end(), want.begin());
+  std::printf("  %-26s %7.1f us %5.2f TB/s %s\n", name, us, bytes / us / 1e6, same ? "same bits" : "DIFFERENT");
+}
+
+int main() {
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const int k = 2560;
+  for (int n : {16480, 13952, 248320}) {
+    std::mt19937 rng(n);
+    std::uniform_int_distribution<uint32_t> bits(0, 0xffff);
+    std::vector<uint16_t> hw(static_cast<size_t>(n) * k);
+    for (auto& v : hw) v = static_cast<uint16_t>((bits(rng) & 0x807f) | 0x3c00);  // |w| in [2^-7, 2^-6): finite
+    std::vector<float> hx(k);
+    for (auto& v : hx) v = static_cast<float>(bits(rng)) / 65536.0f - 0.5f;
+    uint16_t* w;
+    float *x, *y;
+    CHECK(cudaMalloc(&w, hw.size() * 2));
+    CHECK(cudaMalloc(&x, hx.size() * 4));
+    CHECK(cudaMalloc(&y, static_cast<size_t>(n) * 4));
+    CHECK(cudaMemcpy(w, hw.data(), hw.size() * 2, cudaMemcpyHostToDevice));
+    CHECK(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
+    const double bytes = static_cast<double>(n) * k * 2;
+    const unsigned blocks = static_cast<unsigned>((n + kGemvWarps - 1) / kGemvWarps);
+    const double us = time_graph([&](cudaStream_t s) { launch_pdl(block_kernel, blocks, kGemvThreads, 0, s, (const uint16_t*)w, (const float*)x, n, k, y); });
+    std::vector<float> want(n);
+    CHECK(cudaMemcpy(want.data(), y, want.size() * 4, cudaMemcpyDeviceToHost));
+    std::printf("%d x %d (%.1f MB):\n  %-26s %7.1f us %5.2f TB/s\n", n, k, bytes / 1e6, "block kernel (engine)", us,
+                bytes / us / 1e6);
+    const uint16_t* cw = w;
+    const float* cx = x;
+    streamed<8, 4, 1>("streamed 8 warps x 4 rows", cw, cx, n, k, y, want, bytes);  // 9c6f385's shape
+    streamed<8, 2, 2>("streamed 8 warps x 2, 2/SM", cw, cx, n, k, y, want, bytes);
+    streamed<16, 2, 1>("streamed 16 warps x 2 rows", cw, cx, n, k, y, want, bytes);
+    streamed<4, 3, 3>("streamed 4 warps x 3, 3/SM", cw, cx, n, k, y, want, bytes);
+    streamed<8, 5, 1>("streamed 8 warps x 5 rows", cw, cx, n, k, y, want, bytes);
+    CHECK(cudaFree(w));
+    CHECK(cudaFree(x));
+    CHECK(cudaFree(y));
+  }
+  return 0;
+}
