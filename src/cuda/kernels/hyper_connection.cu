@@ -135,12 +135,13 @@ __device__ __forceinline__ void load8_bf16(const uint16_t* p, float* out) {
 constexpr int kReadBatch = 8;  // 16-byte loads issued together per lane
 constexpr int kDownRows = 2;   // rows of down_inject per read-down block: the staged stream serves them all
 
-// One warp per (row r of down_inject, group g, part p of the group's d inputs): a = sum w * (1 + nw) * s and
-// b = sum s^2 over the part. A block holds all S * P pieces of one row and combines them: the row's value is
-// sum_g a_g * rsqrt(b_g / d + eps), i.e. the GEMV of the normalised stream. Parts spread a row over enough
-// warps to keep every SM busy (324 rows x 4 groups x 2 parts at the released shape). The norm weight (before the
-// wait) and the stream (right after it) are staged in shared memory by cp.async: read where each chunk is used,
-// they were one dependent L2 round trip per chunk, five per lane at the released shape.
+// One warp per (group g, part p of the group's d inputs) for each of the block's R rows of down_inject:
+// a = sum w * (1 + nw) * s and b = sum s^2 over the part. A block holds all S * P pieces of its rows and combines
+// them: a row's value is sum_g a_g * rsqrt(b_g / d + eps), i.e. the GEMV of the normalised stream. Parts spread
+// the rows over enough warps to keep every SM busy (162 blocks of 2 rows x 4 groups x 2 parts at the released
+// shape). The norm weight (before the wait) and the stream (right after it) are staged in shared memory by
+// cp.async, once for the R rows: read where each chunk is used, they were one dependent L2 round trip per chunk,
+// five per lane at the released shape.
 template <int R>
 __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const uint16_t* w, int rows_out, int rank,
                                     int streams, int parts, int d, float eps, float* low, float* inv_rms) {
