@@ -134,38 +134,38 @@ __device__ __forceinline__ void load8_bf16(const uint16_t* p, float* out) {
 // in flight: every warp issues all the 16-byte weight loads of its piece before it uses any of them.
 constexpr int kReadBatch = 8;  // 16-byte loads issued together per lane
 constexpr int kDownRows = 2;   // rows of down_inject per read-down block: the staged stream serves them all
+constexpr int kDownBatch = 5;  // weight loads per lane and row issued together: one batch at the released shape
+                               // (d = 2560 in 2 parts: 160 chunks per warp)
 
-// One warp per (group g, part p of the group's d inputs) for each of the block's R rows of down_inject:
+// One warp per (group g, part p of the group's d inputs) for each of the block's kDownRows rows of down_inject:
 // a = sum w * (1 + nw) * s and b = sum s^2 over the part. A block holds all S * P pieces of its rows and combines
 // them: a row's value is sum_g a_g * rsqrt(b_g / d + eps), i.e. the GEMV of the normalised stream. Parts spread
 // the rows over enough warps to keep every SM busy (162 blocks of 2 rows x 4 groups x 2 parts at the released
 // shape). The norm weight (before the wait) and the stream (right after it) are staged in shared memory by
-// cp.async, once for the R rows: read where each chunk is used, they were one dependent L2 round trip per chunk,
+// cp.async, once for the block's rows: read where each chunk is used, they were one dependent L2 round trip per chunk,
 // five per lane at the released shape.
-template <int R>
 __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const uint16_t* w, int rows_out, int rank,
                                     int streams, int parts, int d, float eps, float* low, float* inv_rms) {
-  constexpr int kBatch = kReadBatch / R + (R > 1 ? 1 : 0);  // 8 or 5 loads per row: one batch at the released shape
   pdl_trigger();  // weights first; pdl_wait() before the stream is read (device_math.cuh)
   extern __shared__ __align__(16) uint8_t staged[];
-  __shared__ float sa[R][kMaxHcStreams * 4], sb[kMaxHcStreams * 4];
+  __shared__ float sa[kDownRows][kMaxHcStreams * 4], sb[kMaxHcStreams * 4];
   const int width = streams * d;
   float* s_sm = reinterpret_cast<float*>(staged);                  // [width]
   uint16_t* nw_sm = reinterpret_cast<uint16_t*>(s_sm + width);     // [width]
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
-  const int r0 = blockIdx.x * R, g = warp / parts, part = warp % parts;
+  const int r0 = blockIdx.x * kDownRows, g = warp / parts, part = warp % parts;
   const int chunks = d / 8, per = (chunks + parts - 1) / parts;
   const int first = part * per, last = min(chunks, first + per);
   const size_t group_at = static_cast<size_t>(g) * d;
-  const uint4* rows[R];
+  const uint4* rows[kDownRows];
 #pragma unroll
-  for (int i = 0; i < R; ++i) rows[i] = reinterpret_cast<const uint4*>(w + static_cast<size_t>(min(r0 + i, rows_out - 1)) * width + group_at);
-  uint4 wv[R][kBatch];
+  for (int i = 0; i < kDownRows; ++i) rows[i] = reinterpret_cast<const uint4*>(w + static_cast<size_t>(min(r0 + i, rows_out - 1)) * width + group_at);
+  uint4 wv[kDownRows][kDownBatch];
   auto load_batch = [&](int c0) {
 #pragma unroll
-    for (int i = 0; i < R; ++i) {
+    for (int i = 0; i < kDownRows; ++i) {
 #pragma unroll
-      for (int b = 0; b < kBatch; ++b) {
+      for (int b = 0; b < kDownBatch; ++b) {
         const int c = c0 + b * kWarp;
         if (c < last && r0 + i < rows_out) wv[i][b] = load_weight16(rows[i] + c);
       }
@@ -180,13 +180,13 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
   __syncthreads();
   const float* sg = s_sm + group_at;
   const uint16_t* nwg = nw_sm + group_at;
-  float a[R], b = 0.0f;
+  float a[kDownRows], b = 0.0f;
 #pragma unroll
-  for (int i = 0; i < R; ++i) a[i] = 0.0f;
-  for (int c0 = first + lane; c0 < last; c0 += kWarp * kBatch) {
+  for (int i = 0; i < kDownRows; ++i) a[i] = 0.0f;
+  for (int c0 = first + lane; c0 < last; c0 += kWarp * kDownBatch) {
     if (c0 != first + lane) load_batch(c0);
 #pragma unroll
-    for (int bi = 0; bi < kBatch; ++bi) {
+    for (int bi = 0; bi < kDownBatch; ++bi) {
       const int c = c0 + bi * kWarp;
       if (c >= last) break;
       float nf[8];
@@ -195,7 +195,7 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
       const float4 s1 = *reinterpret_cast<const float4*>(sg + 8 * c + 4);
       const float sv[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
 #pragma unroll
-      for (int i = 0; i < R; ++i) {
+      for (int i = 0; i < kDownRows; ++i) {
         float wf[8];
         const uint32_t words[4] = {wv[i][bi].x, wv[i][bi].y, wv[i][bi].z, wv[i][bi].w};
 #pragma unroll
@@ -211,16 +211,16 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
     }
   }
 #pragma unroll
-  for (int i = 0; i < R; ++i) a[i] = warp_sum(a[i]);
+  for (int i = 0; i < kDownRows; ++i) a[i] = warp_sum(a[i]);
   b = warp_sum(b);
   if (lane == 0) {
 #pragma unroll
-    for (int i = 0; i < R; ++i) sa[i][warp] = a[i];
+    for (int i = 0; i < kDownRows; ++i) sa[i][warp] = a[i];
     sb[warp] = b;
   }
   __syncthreads();
   const int t = static_cast<int>(threadIdx.x), r = r0 + t;
-  if (t >= R || r >= rows_out) return;
+  if (t >= kDownRows || r >= rows_out) return;
   float value = 0.0f;
   for (int gg = 0; gg < streams; ++gg) {
     float ga = 0.0f, gb = 0.0f;
@@ -319,7 +319,7 @@ size_t hc_read_down_shared_limit() {
     if (status == cudaSuccess) status = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
     const int room = optin - static_cast<int>((kDownRows + 1) * kMaxHcStreams * 4 * sizeof(float));  // less the static sums
     if (status == cudaSuccess) {
-      status = cudaFuncSetAttribute(hc_read_down_kernel<kDownRows>, cudaFuncAttributeMaxDynamicSharedMemorySize, room);
+      status = cudaFuncSetAttribute(hc_read_down_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, room);
     }
     IMP_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
     IMP_CUDA_CHECK(status);
@@ -341,7 +341,7 @@ void launch_hc_read_down(const float* stream_row, const uint16_t* norm_weight, c
   if (reinterpret_cast<uintptr_t>(stream_row) % 16 != 0 || reinterpret_cast<uintptr_t>(norm_weight) % 16 != 0) {
     throw_invalid_launch("hc_read_down: stream row and norm weight must be 16-byte aligned");
   }
-  launch_kernel(hc_read_down_kernel<kDownRows>, (rows_out + kDownRows - 1) / kDownRows, streams * parts * kWarp, staged, stream, 1,
+  launch_kernel(hc_read_down_kernel, (rows_out + kDownRows - 1) / kDownRows, streams * parts * kWarp, staged, stream, 1,
                 stream_row, norm_weight, down_inject, rows_out, rank,
                                                                        streams, parts, d, eps, low, inv_rms);
 }
