@@ -102,6 +102,170 @@ __global__ void __launch_bounds__(Warps * 32) streamed_kernel(const uint16_t* w,
   cp_async_wait_all();
 }
 
+// Bulk-streamed: each block a contiguous run of rows, copied by one thread in stages of Rows whole rows
+// (cp.async.bulk, one copy of Rows * 5 KB per stage, completing on an mbarrier), so a block keeps up to
+// Stages * Rows * 5 KB in flight with no per-lane copy instructions and no registers held by loads; the first
+// Stages copies go out before the PDL wait. Warp w computes rows w, w + Warps, ... of a stage; a block barrier
+// frees the stage for its next copy.
+__device__ __forceinline__ uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+template <int Warps, int Rows, int Stages>
+__global__ void __launch_bounds__(Warps * 32) bulk_kernel(const uint16_t* w, const float* x, int n, int k, float* y) {
+  static_assert(Rows % Warps == 0, "whole rows per warp and stage");
+  pdl_trigger();
+  extern __shared__ __align__(128) uint8_t stages[];
+  __shared__ __align__(8) uint64_t full[Stages];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int first = static_cast<int>(static_cast<int64_t>(blockIdx.x) * n / gridDim.x);
+  const int last = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * n / gridDim.x);
+  const int row_bytes = k * 2;
+  const int rounds = (last - first + Rows - 1) / Rows;
+  auto issue = [&](int round) {
+    if (round >= rounds) return;
+    const int r0 = first + round * Rows, count = min(Rows, last - r0);
+    const uint32_t bytes = static_cast<uint32_t>(count * row_bytes);
+    const int s = round % Stages;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(&full[s])), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     shared_address(stages + static_cast<size_t>(s) * Rows * row_bytes)),
+                 "l"(w + static_cast<size_t>(r0) * k), "r"(bytes), "r"(shared_address(&full[s]))
+                 : "memory");
+  };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Stages; ++s) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&full[s])) : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int s = 0; s < Stages; ++s) issue(s);
+  }
+  __syncthreads();
+  pdl_wait();
+  float xr[kLaneChunks][8];
+#pragma unroll
+  for (int i = 0; i < kLaneChunks; ++i) {
+    const int c = lane + 32 * i;
+    const float4 a = *reinterpret_cast<const float4*>(x + 8 * c), b = *reinterpret_cast<const float4*>(x + 8 * c + 4);
+    xr[i][0] = a.x, xr[i][1] = a.y, xr[i][2] = a.z, xr[i][3] = a.w, xr[i][4] = b.x, xr[i][5] = b.y, xr[i][6] = b.z,
+    xr[i][7] = b.w;
+  }
+  for (int round = 0; round < rounds; ++round) {
+    const int s = round % Stages;
+    const uint32_t parity = (round / Stages) & 1;
+    asm volatile(
+        "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}" ::"r"(
+            shared_address(&full[s])),
+        "r"(parity)
+        : "memory");
+    const int r0 = first + round * Rows;
+#pragma unroll
+    for (int j = 0; j < Rows / Warps; ++j) {
+      const int local = warp + j * Warps, r = r0 + local;
+      if (r < last) {
+        const uint8_t* src = stages + (static_cast<size_t>(s) * Rows + local) * row_bytes;
+        uint4 words[kLaneChunks];
+#pragma unroll
+        for (int i = 0; i < kLaneChunks; ++i) words[i] = *reinterpret_cast<const uint4*>(src + 16 * (lane + 32 * i));
+        float acc = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kLaneChunks; ++i) acc += dot8(words[i], xr[i]);
+        acc = warp_sum(acc);
+        if (lane == 0) y[r] = acc;
+      }
+    }
+    __syncthreads();  // stage s read by every warp: it may be refilled
+    if (threadIdx.x == 0) issue(round + Stages);
+  }
+}
+
+// The bulk kernel with x in shared memory instead of registers (~40 registers instead of ~116), so a block fits
+// beside a latency-bound predecessor's blocks and its first stages go out while that kernel still runs.
+template <int Warps, int Rows, int Stages>
+__global__ void __launch_bounds__(Warps * 32) bulk_small_kernel(const uint16_t* w, const float* x, int n, int k, float* y) {
+  static_assert(Rows % Warps == 0, "whole rows per warp and stage");
+  pdl_trigger();
+  extern __shared__ __align__(128) uint8_t stages[];
+  __shared__ __align__(8) uint64_t full[Stages];
+  __shared__ __align__(16) float xs[kLaneChunks * 32 * 8];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int first = static_cast<int>(static_cast<int64_t>(blockIdx.x) * n / gridDim.x);
+  const int last = static_cast<int>(static_cast<int64_t>(blockIdx.x + 1) * n / gridDim.x);
+  const int row_bytes = k * 2;
+  const int rounds = (last - first + Rows - 1) / Rows;
+  auto issue = [&](int round) {
+    if (round >= rounds) return;
+    const int r0 = first + round * Rows, count = min(Rows, last - r0);
+    const uint32_t bytes = static_cast<uint32_t>(count * row_bytes);
+    const int s = round % Stages;
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(&full[s])), "r"(bytes)
+                 : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     shared_address(stages + static_cast<size_t>(s) * Rows * row_bytes)),
+                 "l"(w + static_cast<size_t>(r0) * k), "r"(bytes), "r"(shared_address(&full[s]))
+                 : "memory");
+  };
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < Stages; ++s) {
+      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&full[s])) : "memory");
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    for (int s = 0; s < Stages; ++s) issue(s);
+  }
+  pdl_wait();
+  for (int i = threadIdx.x; i < k / 4; i += Warps * 32) reinterpret_cast<float4*>(xs)[i] = reinterpret_cast<const float4*>(x)[i];
+  __syncthreads();
+  for (int round = 0; round < rounds; ++round) {
+    const int s = round % Stages;
+    const uint32_t parity = (round / Stages) & 1;
+    asm volatile(
+        "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}" ::"r"(
+            shared_address(&full[s])),
+        "r"(parity)
+        : "memory");
+    const int r0 = first + round * Rows;
+#pragma unroll 1
+    for (int j = 0; j < Rows / Warps; ++j) {
+      const int local = warp + j * Warps, r = r0 + local;
+      if (r < last) {
+        const uint8_t* src = stages + (static_cast<size_t>(s) * Rows + local) * row_bytes;
+        float acc = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kLaneChunks; ++i) {
+          const int c = lane + 32 * i;
+          const uint4 word = *reinterpret_cast<const uint4*>(src + 16 * c);
+          const float4 a = *reinterpret_cast<const float4*>(xs + 8 * c), b = *reinterpret_cast<const float4*>(xs + 8 * c + 4);
+          const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+          acc += dot8(word, xv);
+        }
+        acc = warp_sum(acc);
+        if (lane == 0) y[r] = acc;
+      }
+    }
+    __syncthreads();  // stage s read by every warp: it may be refilled
+    if (threadIdx.x == 0) issue(round + Stages);
+  }
+}
+
+// A latency-bound predecessor like the hyper-connection read-up (320 blocks of 256 threads, ~75 registers): every
+// block resident first, then ~4 us of waiting after its own PDL wait, holding 64 loaded values live.
+__global__ void __launch_bounds__(256) pred_kernel(const float4* in, float* out, long long spin_ns) {
+  pdl_trigger();
+  float4 v[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) v[i] = in[(blockIdx.x * 16 + i) * 256 + threadIdx.x];
+  pdl_wait();
+  long long t0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  long long t = t0;
+  while (t - t0 < spin_ns) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) sum += v[i].x * v[i].y + v[i].z * v[i].w;
+  if (sum == 12345.0f) out[threadIdx.x] = sum;
+}
+
 template <class Launch>
 double time_graph(Launch launch) {
   cudaStream_t s;
@@ -153,6 +317,7 @@ void streamed(const char* name, const uint16_t* w, const float* x, int n, int k,
   auto kernel = streamed_kernel<Warps, Stages>;
   CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const unsigned grid = static_cast<unsigned>(sms * PerSm);
+  CHECK(cudaMemset(y, 0, static_cast<size_t>(n) * 4));  // so a variant that writes nothing cannot match
   const double us = time_graph([&](cudaStream_t s) { launch_pdl(kernel, grid, Warps * 32, smem, s, w, x, n, k, y); });
   std::vector<float> got(want.size());
   CHECK(cudaMemcpy(got.data(), y, got.size() * 4, cudaMemcpyDeviceToHost));
@@ -160,8 +325,61 @@ void streamed(const char* name, const uint16_t* w, const float* x, int n, int k,
   std::printf("  %-26s %7.1f us %5.2f TB/s %s\n", name, us, bytes / us / 1e6, same ? "same bits" : "DIFFERENT");
 }
 
+template <int Warps, int Rows, int Stages, int PerSm>
+void bulk(const char* name, const uint16_t* w, const float* x, int n, int k, float* y, const std::vector<float>& want,
+          double bytes) {
+  const size_t smem = static_cast<size_t>(Stages) * Rows * k * 2;
+  auto kernel = bulk_kernel<Warps, Rows, Stages>;
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const unsigned grid = static_cast<unsigned>(sms * PerSm);
+  CHECK(cudaMemset(y, 0, static_cast<size_t>(n) * 4));  // so a variant that writes nothing cannot match
+  const double us = time_graph([&](cudaStream_t s) { launch_pdl(kernel, grid, Warps * 32, smem, s, w, x, n, k, y); });
+  std::vector<float> got(want.size());
+  CHECK(cudaMemcpy(got.data(), y, got.size() * 4, cudaMemcpyDeviceToHost));
+  const bool same = std::equal(got.begin(), got.end(), want.begin());
+  std::printf("  %-26s %7.1f us %5.2f TB/s %s\n", name, us, bytes / us / 1e6, same ? "same bits" : "DIFFERENT");
+}
+
+float4* pred_in = nullptr;
+float* pred_out = nullptr;
+constexpr long long kSpinNs = 4000;
+
+// Per pair: the predecessor then the GEMV variant, 20 pairs per graph, minus nothing (the pred alone is printed).
+template <class Kernel>
+double time_pairs(Kernel kernel, unsigned grid, unsigned block, size_t smem, const uint16_t* w, const float* x, int n,
+                  int k, float* y) {
+  return time_graph([&](cudaStream_t s) {
+    launch_pdl(pred_kernel, 320u, 256u, size_t{0}, s, (const float4*)pred_in, pred_out, kSpinNs);
+    launch_pdl(kernel, grid, block, smem, s, w, x, n, k, y);
+  });
+}
+
+template <int Warps, int Rows, int Stages, int PerSm>
+void bulk_small(const char* name, const uint16_t* w, const float* x, int n, int k, float* y,
+                const std::vector<float>& want, double bytes) {
+  const size_t smem = static_cast<size_t>(Stages) * Rows * k * 2;
+  auto kernel = bulk_small_kernel<Warps, Rows, Stages>;
+  CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const unsigned grid = static_cast<unsigned>(sms * PerSm);
+  CHECK(cudaMemset(y, 0, static_cast<size_t>(n) * 4));  // so a variant that writes nothing cannot match
+  const double us = time_graph([&](cudaStream_t s) { launch_pdl(kernel, grid, Warps * 32, smem, s, w, x, n, k, y); });
+  const double pair = time_pairs(kernel, grid, Warps * 32, smem, w, x, n, k, y);
+  std::vector<float> got(want.size());
+  CHECK(cudaMemcpy(got.data(), y, got.size() * 4, cudaMemcpyDeviceToHost));
+  const bool same = std::equal(got.begin(), got.end(), want.begin());
+  std::printf("  %-26s %7.1f us %5.2f TB/s, after pred %7.1f us %s\n", name, us, bytes / us / 1e6, pair,
+              same ? "same bits" : "DIFFERENT");
+}
+
 int main() {
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CHECK(cudaMalloc(&pred_in, size_t{320} * 16 * 256 * sizeof(float4)));
+  CHECK(cudaMemset(pred_in, 0, size_t{320} * 16 * 256 * sizeof(float4)));
+  CHECK(cudaMalloc(&pred_out, 256 * sizeof(float)));
+  const double pred_alone = time_graph([&](cudaStream_t s) {
+    launch_pdl(pred_kernel, 320u, 256u, size_t{0}, s, (const float4*)pred_in, pred_out, kSpinNs);
+  });
+  std::printf("predecessor alone (320 x 256, %lld ns after its wait): %.1f us\n", kSpinNs, pred_alone);
   const int k = 2560;
   for (int n : {16480, 13952, 248320}) {
     std::mt19937 rng(n);
@@ -186,11 +404,25 @@ int main() {
                 bytes / us / 1e6);
     const uint16_t* cw = w;
     const float* cx = x;
+    const double block_pair = time_pairs(block_kernel, blocks, kGemvThreads, 0, cw, cx, n, k, y);
+    std::printf("  %-26s after pred %7.1f us\n", "block kernel (engine)", block_pair);
+    bulk_small<4, 8, 4, 1>("bulk-small 4w, 8 rows x 4", cw, cx, n, k, y, want, bytes);
+    bulk_small<4, 4, 8, 1>("bulk-small 4w, 4 rows x 8", cw, cx, n, k, y, want, bytes);
+    bulk_small<8, 8, 4, 1>("bulk-small 8w, 8 rows x 4", cw, cx, n, k, y, want, bytes);
+    bulk_small<4, 4, 4, 2>("bulk-small 4w, 4x4, 2/SM", cw, cx, n, k, y, want, bytes);
+    bulk_small<4, 8, 2, 2>("bulk-small 4w, 8x2, 2/SM", cw, cx, n, k, y, want, bytes);
+    bulk_small<4, 4, 6, 1>("bulk-small 4w, 4 rows x 6", cw, cx, n, k, y, want, bytes);
     streamed<8, 4, 1>("streamed 8 warps x 4 rows", cw, cx, n, k, y, want, bytes);  // 9c6f385's shape
     streamed<8, 2, 2>("streamed 8 warps x 2, 2/SM", cw, cx, n, k, y, want, bytes);
     streamed<16, 2, 1>("streamed 16 warps x 2 rows", cw, cx, n, k, y, want, bytes);
     streamed<4, 3, 3>("streamed 4 warps x 3, 3/SM", cw, cx, n, k, y, want, bytes);
     streamed<8, 5, 1>("streamed 8 warps x 5 rows", cw, cx, n, k, y, want, bytes);
+    bulk<8, 8, 4, 1>("bulk 8 warps, 8 rows x 4", cw, cx, n, k, y, want, bytes);
+    bulk<8, 8, 2, 2>("bulk 8 warps, 8 rows x 2, 2/SM", cw, cx, n, k, y, want, bytes);
+    bulk<4, 4, 4, 2>("bulk 4 warps, 4 rows x 4, 2/SM", cw, cx, n, k, y, want, bytes);
+    bulk<8, 16, 2, 1>("bulk 8 warps, 16 rows x 2", cw, cx, n, k, y, want, bytes);
+    bulk<16, 16, 2, 1>("bulk 16 warps, 16 rows x 2", cw, cx, n, k, y, want, bytes);
+    bulk<4, 8, 5, 1>("bulk 4 warps, 8 rows x 5", cw, cx, n, k, y, want, bytes);
     CHECK(cudaFree(w));
     CHECK(cudaFree(x));
     CHECK(cudaFree(y));

@@ -516,7 +516,7 @@ __global__ void __launch_bounds__(kGateUpWarps * kWarp, 4)
     }
   }
   __syncthreads();
-  pdl_trigger();
+  pdl_trigger();  // after the wait: moe_decode_down_hc_write_kernel reads older kernels' outputs before its own
   phase(0, 2);
   const int slot = chosen;
   gate_up_strip(pool, scales, layout, x, slot, blockIdx.x, stage,
@@ -623,9 +623,9 @@ constexpr int kSharedRows = kStripRows / kSharedWarps;
 constexpr int kSharedBatch = 2;  // 16-byte loads per lane and row in flight (I_s = 640: 80 chunks in two batches)
 
 // Rows [n0, n0 + kSharedRows) (those < d) of the shared expert's down projection (bf16 [d, inter]) times
-// silu(gate) * up, by one warp: the first batch of every row's weights goes out before the wait, the SwiGLU
-// input is computed once per chunk for all rows. Per lane the order and expression of bf16_row_dots with
-// SwigluX, so each row's dot is the same number.
+// silu(gate) * up, by one warp, without a PDL wait: `proj` is final before the kernel starts (see
+// moe_decode_down_hc_write_kernel). The SwiGLU input is computed once per chunk for all rows. Per lane the order
+// and expression of bf16_row_dots with SwigluX, so each row's dot is the same number.
 __device__ __forceinline__ void shared_down_rows(const uint16_t* w, int inter, int n0, int d, const float* proj,
                                                  float (&dots)[kSharedRows]) {
   const int lane = threadIdx.x % kWarp, chunks = inter / 8;
@@ -644,7 +644,6 @@ __device__ __forceinline__ void shared_down_rows(const uint16_t* w, int inter, i
 #pragma unroll
   for (int r = 0; r < kSharedRows; ++r) dots[r] = 0.0f;
   load_batch(lane);
-  pdl_wait();
   const SwigluX input{proj, proj + inter};
   for (int c0 = lane; c0 < chunks; c0 += kWarp * kSharedBatch) {
     if (c0 != lane) load_batch(c0);
@@ -674,21 +673,30 @@ __device__ __forceinline__ void shared_down_rows(const uint16_t* w, int inter, i
 
 // Fused decode tail (one row): block = one strip of 16 output rows. Warps 0..k-1 compute the routed choices'
 // down projections (as expert_down_kernel), warps
-// k..k+7 two shared-expert rows each (their weights loaded before the wait), and the block writes
+// k..k+7 two shared-expert rows each, and the block writes
 // v = sum_j routed_j + sigmoid(gate logit) * shared into the hyper-connection streams:
 // stream_row[s * d + n] += inject[s] * v (cpu::moe_block then cpu::hyper_connection_write). Blocks are small
 // enough for two per SM: 160 strips on 132 SMs then run in one wave.
+// Only the routed warps wait. The previous kernel (moe_decode_gate_up_kernel) lets this one launch only after its
+// own wait, so every kernel before it has completed when these blocks start: the shared expert's input (the MoE
+// input GEMV), the inject weights (the read-down) and the stream row (the previous write) are final, and the
+// shared-expert warps compute their rows and load the stream values before the routed experts' act exists
+// (after the wait the shared rows were two more HBM round trips and the stream loads one L2 round trip).
 __global__ void __maxnreg__(56)  // two blocks of k = 10 per SM (576 threads)
     moe_decode_down_hc_write_kernel(const uint8_t* pool, const model::SlotScales* scales, model::ExpertSlotLayout layout,
                                     const uint16_t* act, const int32_t* slots, const float* weights, int k,
                                     int num_slots, const uint16_t* shared_down, const float* shared_proj,
                                     int shared_inter, const float* inject, int streams, float* stream_row) {
   phase(1, 0);
-  pdl_trigger();  // weights first; every warp waits before it reads activations
+  pdl_trigger();  // weights first; the routed warps wait before they read act
   extern __shared__ __align__(16) uint8_t stage[];  // [k][kWarpStageBytes]
   __shared__ float partial[kMaxTopK][kStripRows];
   __shared__ float shared_out[kStripRows];
   const int strip = blockIdx.x, warp = threadIdx.x / kWarp, d = layout.hidden;
+  // The writers: the first lanes of the first shared-expert warp (which never waits).
+  const int n = kStripRows * strip + static_cast<int>(threadIdx.x % kWarp);
+  const bool writer = warp == k && threadIdx.x % kWarp < kStripRows && n < d;  // padded rows are dropped
+  HcWriteLoads loads;
   if (warp < k) {
     const uint16_t* act_row = act + static_cast<size_t>(warp) * layout.padded_intermediate;
     if (layout.down.supertiles() <= kDownChunk) {
@@ -705,23 +713,21 @@ __global__ void __maxnreg__(56)  // two blocks of k = 10 per SM (576 threads)
     const int r0 = (warp - k) * kSharedRows;
     float dots[kSharedRows];
     shared_down_rows(shared_down, shared_inter, kStripRows * strip + r0, d, shared_proj, dots);
+    // Loaded after the dots (not held across them: registers) and long before the routed warps are done.
+    if (writer) loads.load(stream_row, static_cast<size_t>(d), static_cast<size_t>(n), inject, streams);
     if (threadIdx.x % kWarp == 0) {
       const float gate = sigmoidf(shared_proj[2 * shared_inter]);
 #pragma unroll
       for (int r = 0; r < kSharedRows; ++r) shared_out[r0 + r] = gate * dots[r];
     }
   }
-  // The writers (warp 0's first lanes, which have waited) load the streams before the barrier, not after it.
-  const int n = kStripRows * strip + static_cast<int>(threadIdx.x);
-  const bool writer = threadIdx.x < kStripRows && n < d;  // padded rows are dropped
-  HcWriteLoads loads;
-  if (writer) loads.load(stream_row, static_cast<size_t>(d), static_cast<size_t>(n), inject, streams);
-  __syncthreads();
+  __syncthreads();  // the writers' stores come after it, so after the routed warps' wait
   phase(1, 3);
   if (writer) {
+    const int r = threadIdx.x % kWarp;
     float routed = 0.0f;
-    for (int c = 0; c < k; ++c) routed += partial[c][threadIdx.x];
-    const float v = routed + shared_out[threadIdx.x];
+    for (int c = 0; c < k; ++c) routed += partial[c][r];
+    const float v = routed + shared_out[r];
     loads.add(stream_row, static_cast<size_t>(d), static_cast<size_t>(n), streams, v);
   }
   phase(1, 4);

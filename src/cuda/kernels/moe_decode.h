@@ -45,7 +45,9 @@ void launch_expert_down(const uint8_t* pool, const model::SlotScales* scales, co
 //     cpu::hyper_connection_write). shared_proj = [shared gate | shared up | shared gate logit] of the input
 //     projection; shared_down bf16 [H, I_s]. The pool holds `slots` slots: the kernel reads top_experts once
 //     before its PDL wait to fetch weights early (checked after the wait; a value outside [0, slots) is no
-//     guess), so top_experts needs no initialisation.
+//     guess), so top_experts needs no initialisation. It must come right after launch_moe_decode_gate_up in the
+//     stream, with shared_proj, inject and stream_row written by earlier kernels: gate/up lets it launch only
+//     after its own PDL wait, so those are final when it starts, and it reads them before its wait.
 void launch_moe_decode_gate_up(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
                                const float* x, const float* logits, int32_t experts, int32_t k, bool renormalize,
                                uint16_t* act, int32_t* top_experts, float* top_weights,
