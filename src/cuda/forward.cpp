@@ -51,17 +51,25 @@ void out_projection_hc_write(const model::ModelConfig& c, const DenseWeight& w, 
                             static_cast<int32_t>(c.hc_count), ws.stream.data(), stream);
 }
 
-// PLE (cpu::ple_block): adds its output to the streams.
-void ple_block(const model::ModelConfig& c, const PleDevice& p, LayerStateDevice& state, const int32_t* token,
-               DecodeWorkspace& ws, cudaStream_t stream) {
-  const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count), width = S * d;
-  const float eps = static_cast<float>(c.rms_norm_eps);
+// PLE (cpu::ple_block) in two halves. The token half needs only the token and the layer's n-gram context: the
+// n-gram ids, the gathered rows, their key / value projection and the key norm (into ws.ple_key_value).
+void ple_token_half(const model::ModelConfig& c, const PleDevice& p, LayerStateDevice& state, const int32_t* token,
+                    DecodeWorkspace& ws, cudaStream_t stream) {
+  const int32_t d = static_cast<int32_t>(c.hidden_size), width = static_cast<int32_t>(c.hc_count) * d;
   launch_ngram_ids(p.hash, token, 1, state.ple_context.data(), ws.ple_ids.data(), stream);
   launch_ple_gather(p.table, ws.ple_ids.data(), 1, static_cast<int32_t>(c.ngram_heads()), ws.ple_emb.data(), stream);
   gemv(p.key_value, ws.ple_emb.data(), ws.ple_key_value.data(), stream);  // keys [S*d], then the value [d]
   float* key = ws.ple_key_value.data();
+  launch_rms_norm(key, p.norm_key.data, 1, width, d, static_cast<float>(c.rms_norm_eps), key, stream);
+}
+
+// The stream half: the query from the streams, the gate, the norm and the conv step, added to the streams.
+void ple_stream_half(const model::ModelConfig& c, const PleDevice& p, LayerStateDevice& state, DecodeWorkspace& ws,
+                     cudaStream_t stream) {
+  const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count), width = S * d;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const float* key = ws.ple_key_value.data();
   const float* value = key + width;
-  launch_rms_norm(key, p.norm_key.data, 1, width, d, eps, key, stream);
   launch_rms_norm(ws.stream.data(), p.norm_query.data, 1, width, d, eps, ws.ple_query.data(), stream);
   launch_ple_gate(key, ws.ple_query.data(), value, 1, S, d, ws.ple_gated.data(), stream);
   launch_rms_norm(ws.ple_gated.data(), p.norm_conv.data, 1, width, d, eps, ws.ple_normed.data(), stream);
@@ -130,8 +138,9 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
     selected = ws.qsa_selected.data();
     count = ws.qsa_count.data();
   }
+  // After launch_qsa_select the queries, pages and position are final when the attention kernel starts.
   launch_attention_decode(pages, qg, qg + hd, 2 * hd, position, selected, count, ws.max_selected, 1, heads, kv_heads, hd,
-                          ws.attention_partials.data(), ws.core.data(), stream);
+                          ws.attention_partials.data(), ws.core.data(), stream, /*inputs_final_at_launch=*/c.has_qsa);
   out_projection_hc_write(c, a.o_proj, ws, stream);
 }
 
@@ -166,6 +175,18 @@ void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeD
 }
 
 }  // namespace
+
+SideBranch::SideBranch() {
+  IMP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  IMP_CUDA_CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+  IMP_CUDA_CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+}
+
+SideBranch::~SideBranch() {
+  cudaEventDestroy(join);
+  cudaEventDestroy(fork);
+  cudaStreamDestroy(stream);
+}
 
 DecodeWorkspace::DecodeWorkspace(const DeviceModel& model) {
   const model::ModelConfig& c = model.config();
@@ -206,6 +227,21 @@ void enqueue_decode_step(const DeviceModel& model, const KvCache& kv, SequenceSt
   const int32_t* position = sequence.step_position.data();
   const PdlScope pdl;  // each kernel's launch overlaps the previous one's tail (launch.h)
 
+  // The first PLE layer's token half on the side branch, beside the layers before it (~30 us of dependent kernels
+  // off the step's critical path); it joins before that layer's stream half. Later PLE layers (none in the
+  // released model) share its buffers, so they run both halves in line.
+  int side_ple = -1;
+  for (int layer = 0; layer < c.num_hidden_layers && side_ple < 0; ++layer) {
+    if (model.layers()[static_cast<size_t>(layer)].ple) side_ple = layer;
+  }
+  if (side_ple >= 0) {
+    IMP_CUDA_CHECK(cudaEventRecord(ws.side.fork, stream));
+    IMP_CUDA_CHECK(cudaStreamWaitEvent(ws.side.stream, ws.side.fork, 0));
+    ple_token_half(c, *model.layers()[static_cast<size_t>(side_ple)].ple, sequence.layers[static_cast<size_t>(side_ple)],
+                   token, ws, ws.side.stream);
+    IMP_CUDA_CHECK(cudaEventRecord(ws.side.join, ws.side.stream));
+  }
+
   // Embedding (unscaled) into every stream.
   launch_embed_streams(model.embed_tokens().data, token, 1, static_cast<int32_t>(c.hidden_size),
                        static_cast<int32_t>(c.hc_count), ws.stream.data(), stream);
@@ -215,7 +251,14 @@ void enqueue_decode_step(const DeviceModel& model, const KvCache& kv, SequenceSt
     LayerStateDevice& state = sequence.layers[static_cast<size_t>(layer)];
 
     // PLE adds hashed n-gram features to the stream before the mixer block.
-    if (ld.ple) ple_block(c, *ld.ple, state, token, ws, stream);
+    if (ld.ple) {
+      if (layer == side_ple) {
+        IMP_CUDA_CHECK(cudaStreamWaitEvent(stream, ws.side.join, 0));
+      } else {
+        ple_token_half(c, *ld.ple, state, token, ws, stream);
+      }
+      ple_stream_half(c, *ld.ple, state, ws, stream);
+    }
 
     // Token mixer: Gated DeltaNet or gated attention, read from and written back to the streams (the output
     // projection writes them).

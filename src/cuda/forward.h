@@ -13,6 +13,17 @@
 
 namespace imp::cuda {
 
+// A second stream and its fork / join events: the decode step's side branch (the first PLE layer's token-only
+// half runs there beside the layers before it; joined into the captured graph by the events).
+struct SideBranch {
+  SideBranch();
+  ~SideBranch();
+  SideBranch(const SideBranch&) = delete;
+  SideBranch& operator=(const SideBranch&) = delete;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+};
+
 // Scratch for one decode step (shared by all sequences: steps run one after another on one stream).
 struct DecodeWorkspace {
   explicit DecodeWorkspace(const DeviceModel& model);
@@ -33,6 +44,7 @@ struct DecodeWorkspace {
   DeviceBuffer<float> ple_emb, ple_key_value, ple_query, ple_gated, ple_normed;
   DeviceBuffer<float> logits;       // [vocab]
   int32_t max_selected = 0;
+  SideBranch side;
 };
 
 // Enqueues one decode step of `sequence` on `stream` (graph-capturable).
