@@ -15,6 +15,20 @@ namespace {
 
 constexpr int kMaxHeadDim = 512;
 
+// Per-block timestamps of the decode partial (kernel 0) and combine (kernel 1) kernels for
+// bench/experiments/attention_phase_probe.cu, which compiles this file with IMP_PHASE_PROBE; no-ops otherwise.
+#ifdef IMP_PHASE_PROBE
+__device__ unsigned long long g_attention_phase[2][512][8];
+__device__ __forceinline__ void phase(int kernel, int i) {
+  if (threadIdx.x != 0) return;
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  g_attention_phase[kernel][(blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x][i] = t;
+}
+#else
+__device__ __forceinline__ void phase(int, int) {}
+#endif
+
 // One warp per (row, head).
 __global__ void head_norm_rope_kernel(float* x, int head_stride, const uint16_t* weight, int items, int heads, int head_dim,
                                       int rotary_dim, const int32_t* positions, const float* inv_freq, float eps) {
@@ -208,14 +222,22 @@ __device__ __forceinline__ void load_chunk(const void* base, size_t at, float* o
   }
 }
 
+// q_s holds query element d of a head at q_slot(d): 4 floats of padding after every 32, so the threads of a token,
+// which read 8-float chunks 8 floats apart, hit distinct banks with 16-byte loads (unpadded: 4-way conflicts on
+// scalar loads, ~16 of them per head and token).
+__host__ __device__ constexpr int q_slot(int d) { return d + 4 * (d / 32); }
+__host__ __device__ constexpr int q_row_floats(int hd) { return hd + 4 * ((hd + 31) / 32); }
+
 // Shared memory (floats): p_s [group_chunk, tile] scores then probabilities, v_s [tile, hd], q_s
-// [group_chunk, hd]. tile is a multiple of 4, so v_s and q_s stay 16-byte aligned when hd % 4 == 0.
+// [group_chunk, q_row_floats(hd)]. tile is a multiple of 4, so v_s and q_s stay 16-byte aligned when hd % 4 == 0.
 __host__ __device__ constexpr size_t partial_shared_floats(int group_chunk, int tile, int hd) {
-  return static_cast<size_t>(group_chunk) * tile + static_cast<size_t>(tile) * hd + static_cast<size_t>(group_chunk) * hd;
+  return static_cast<size_t>(group_chunk) * tile + static_cast<size_t>(tile) * hd +
+         static_cast<size_t>(group_chunk) * q_row_floats(hd);
 }
 
-// q_s [gn, hd] = the gn query rows at q (row stride `stride`), every load of a thread issued before its stores:
-// a loop of one load and one store per step made each block wait for ~12 dependent round trips (~10 us).
+// q_s [gn, q_row_floats(hd)] = the gn query rows at q (row stride `stride`, element d at q_slot(d)), every load of
+// a thread issued before its stores: a loop of one load and one store per step made each block wait for ~12
+// dependent round trips (~10 us).
 constexpr int kQueryLoads = kMaxGroup * kMaxHeadDim / 4 / kThreads;  // float4 loads per thread at most
 __device__ __forceinline__ void load_queries(const float* q, int stride, int gn, int hd, float* q_s) {
   const int tid = threadIdx.x;
@@ -230,11 +252,15 @@ __device__ __forceinline__ void load_queries(const float* q, int stride, int gn,
 #pragma unroll
     for (int u = 0; u < kQueryLoads; ++u) {
       const int e = tid + u * kThreads;
-      if (e < total) reinterpret_cast<float4*>(q_s)[e] = v[u];  // q_s[g * hd + 4 c], 16-byte aligned (see above)
+      if (e < total) {  // 16-byte aligned: q_row_floats(hd) and q_slot(4 c) are multiples of 4
+        *reinterpret_cast<float4*>(q_s + (e / quads) * q_row_floats(hd) + q_slot((e % quads) * 4)) = v[u];
+      }
     }
     return;
   }
-  for (int i = tid; i < gn * hd; i += kThreads) q_s[i] = q[static_cast<size_t>(i / hd) * stride + i % hd];
+  for (int i = tid; i < gn * hd; i += kThreads) {
+    q_s[(i / hd) * q_row_floats(hd) + q_slot(i % hd)] = q[static_cast<size_t>(i / hd) * stride + i % hd];
+  }
 }
 
 template <bool Bf16, int D, int Vec>
@@ -293,6 +319,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
   // previous kernel. So the queries and the first tile's keys and values, guessed to be every visible token (the
   // selection while every block fits the QSA budget), are loaded before the wait, and kept if the count read
   // after it says the guess was right (after the wait they were three dependent round trips: position, page, K/V).
+  phase(0, 0);
   if (!early) pdl_begin();
   const int visible = positions[row] + 1;
   load_queries(q + (static_cast<size_t>(row) * heads + head0) * head_stride, head_stride, gn, hd, q_s);
@@ -305,6 +332,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
     }
     pdl_begin();
   }
+  phase(0, 1);
   const int count = selected ? selected_count[row] : visible;
   if (count != visible) preloaded = -1;  // a real selection: its tiles are loaded in the loop
   block_range(count, begin, end);
@@ -335,6 +363,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
     const int valid = min(tile, end - start);
     // K chunks into registers, V chunks into v_s.
     if (start != preloaded) load_tile(start, valid, count, visible);
+    phase(0, 2);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
       const int d0 = (slice + c * lanes) * Vec;
@@ -346,20 +375,28 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
 
     // Scores: for each head, a dot over the token's `lanes` threads (aligned power-of-two sub-warps).
     for (int g = 0; g < gn; ++g) {
-      const float* qh = q_s + g * hd;
+      const float* qh = q_s + g * q_row_floats(hd);
       float dot = 0.0f;
 #pragma unroll
       for (int c = 0; c < kChunks; ++c) {
         const int d0 = (slice + c * lanes) * Vec;
         if (d0 < hd) {
+          float qv[Vec];  // a chunk never crosses a padding gap (Vec divides 32)
+          if constexpr (Vec % 4 == 0) {
 #pragma unroll
-          for (int j = 0; j < Vec; ++j) dot += qh[d0 + j] * kreg[c * Vec + j];
+            for (int j = 0; j < Vec; j += 4) *reinterpret_cast<float4*>(qv + j) = *reinterpret_cast<const float4*>(qh + q_slot(d0) + j);
+          } else {
+            qv[0] = qh[q_slot(d0)];
+          }
+#pragma unroll
+          for (int j = 0; j < Vec; ++j) dot += qv[j] * kreg[c * Vec + j];
         }
       }
       for (int offset = lanes / 2; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
       if (slice == 0) p_s[g * tile + t_local] = dot * scale;
     }
     __syncthreads();
+    phase(0, 3);
 
     // Online softmax per head (one warp per head): p_s becomes exp(score - m_new), 0 past the end.
     for (int g = warp; g < gn; g += kThreads / kWarp) {
@@ -385,6 +422,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
       }
     }
     __syncthreads();
+    phase(0, 4);
 
     // Values: thread owns columns tid + c * kThreads of every head; 4 tokens per step (tile % 4 == 0,
     // rows past `valid` are zero with p = 0).
@@ -414,6 +452,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
       }
     }
     __syncthreads();  // v_s, p_s and the stats are rewritten by the next tile
+    phase(0, 5);
   }
 
 #pragma unroll
@@ -430,13 +469,16 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
     partial_stats[2 * (part0 + static_cast<size_t>(tid) * splits)] = m_s[tid];
     partial_stats[2 * (part0 + static_cast<size_t>(tid) * splits) + 1] = l_s[tid];
   }
+  phase(0, 6);
 }
 
 // Block (column chunk, head, row): rescale the non-empty splits to the common max, normalise, gate.
 __global__ void __launch_bounds__(kCombineThreads) attention_decode_combine_kernel(
     const float* gate, int head_stride, int heads, int hd, int splits, const float* partial_acc,
     const float* partial_stats, float* out) {
+  phase(1, 0);
   pdl_begin();
+  phase(1, 1);
   __shared__ float weight_s[kMaxSplits];
   __shared__ float total_s;
   const int head = blockIdx.y, row = blockIdx.z;
@@ -470,27 +512,25 @@ __global__ void __launch_bounds__(kCombineThreads) attention_decode_combine_kern
     if (lane == 0) total_s = total;
   }
   __syncthreads();
+  phase(1, 2);
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= hd) return;
   const float g = gate[(static_cast<size_t>(row) * heads + head) * head_stride + i];
-  // kBatch splits' loads issued before any is added (a loop of dependent L2 round trips took ~25 us at 66
-  // splits); the sum still runs in split order.
-  constexpr int kBatch = 16;
+  // Every split's accumulator loaded before any is added, unconditionally (the workspace holds all splits; an
+  // empty split's stale words are never added): batches of 16 behind a branch on each weight were one dependent
+  // L2 round trip per batch, five at 1K context (~66 splits). The sum still runs in split order.
+  float a[kMaxSplits];
+#pragma unroll
+  for (int s = 0; s < kMaxSplits; ++s) {
+    if (s < splits) a[s] = partial_acc[(part0 + s) * hd + i];
+  }
   float sum = 0.0f;
-  for (int s0 = 0; s0 < splits; s0 += kBatch) {
-    float a[kBatch];
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int s = s0 + u;
-      a[u] = s < splits && weight_s[s] != 0.0f ? partial_acc[(part0 + s) * hd + i] : 0.0f;
-    }
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int s = s0 + u;
-      if (s < splits && weight_s[s] != 0.0f) sum += weight_s[s] * a[u];
-    }
+  for (int s = 0; s < kMaxSplits; ++s) {
+    if (s < splits && weight_s[s] != 0.0f) sum += weight_s[s] * a[s];
   }
   out[(static_cast<size_t>(row) * heads + head) * hd + i] = sum / total_s * (1.0f / (1.0f + expf(-g)));
+  phase(1, 3);
 }
 
 int max_splits_for_rows(int rows) {
