@@ -16,6 +16,7 @@
 
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/gemv_row.cuh"
+#include "bulk_copy.cuh"
 
 using namespace imp::cuda;
 
@@ -32,19 +33,6 @@ using namespace imp::cuda;
 __global__ void block_kernel(const uint16_t* w, const float* x, int n, int k, float* y) {
   pdl_trigger();
   gemv_rows<1>(w, n, k, 1, PlainX{x, k}, [&](int row, const float (&acc)[1]) { y[row] = acc[0]; });
-}
-
-// bf16_row_dots_range's per-chunk expression (gemv_row.cuh), so the sums are the same bits.
-__device__ __forceinline__ float dot8(const uint4& packed, const float (&xv)[8]) {
-  const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
-  float wf[8];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    wf[2 * i] = bf16_bits_to_float(words[i] & 0xffffu);
-    wf[2 * i + 1] = bf16_bits_to_float(words[i] >> 16);
-  }
-  return wf[0] * xv[0] + wf[1] * xv[1] + wf[2] * xv[2] + wf[3] * xv[3] + wf[4] * xv[4] + wf[5] * xv[5] + wf[6] * xv[6] +
-         wf[7] * xv[7];
 }
 
 constexpr int kLaneChunks = 10;  // K = 2560: 320 chunks of 8 over 32 lanes
@@ -107,10 +95,6 @@ __global__ void __launch_bounds__(Warps * 32) streamed_kernel(const uint16_t* w,
 // Stages * Rows * 5 KB in flight with no per-lane copy instructions and no registers held by loads; the first
 // Stages copies go out before the PDL wait. Warp w computes rows w, w + Warps, ... of a stage; a block barrier
 // frees the stage for its next copy.
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 template <int Warps, int Rows, int Stages>
 __global__ void __launch_bounds__(Warps * 32) bulk_kernel(const uint16_t* w, const float* x, int n, int k, float* y) {
   static_assert(Rows % Warps == 0, "whole rows per warp and stage");
@@ -127,18 +111,10 @@ __global__ void __launch_bounds__(Warps * 32) bulk_kernel(const uint16_t* w, con
     const int r0 = first + round * Rows, count = min(Rows, last - r0);
     const uint32_t bytes = static_cast<uint32_t>(count * row_bytes);
     const int s = round % Stages;
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(&full[s])), "r"(bytes)
-                 : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     shared_address(stages + static_cast<size_t>(s) * Rows * row_bytes)),
-                 "l"(w + static_cast<size_t>(r0) * k), "r"(bytes), "r"(shared_address(&full[s]))
-                 : "memory");
+    bulk_copy(stages + static_cast<size_t>(s) * Rows * row_bytes, w + static_cast<size_t>(r0) * k, bytes, &full[s]);
   };
   if (threadIdx.x == 0) {
-    for (int s = 0; s < Stages; ++s) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&full[s])) : "memory");
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbarriers_init(full, Stages);
     for (int s = 0; s < Stages; ++s) issue(s);
   }
   __syncthreads();
@@ -154,11 +130,7 @@ __global__ void __launch_bounds__(Warps * 32) bulk_kernel(const uint16_t* w, con
   for (int round = 0; round < rounds; ++round) {
     const int s = round % Stages;
     const uint32_t parity = (round / Stages) & 1;
-    asm volatile(
-        "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}" ::"r"(
-            shared_address(&full[s])),
-        "r"(parity)
-        : "memory");
+    mbarrier_wait(&full[s], parity);
     const int r0 = first + round * Rows;
 #pragma unroll
     for (int j = 0; j < Rows / Warps; ++j) {
@@ -199,18 +171,10 @@ __global__ void __launch_bounds__(Warps * 32) bulk_small_kernel(const uint16_t* 
     const int r0 = first + round * Rows, count = min(Rows, last - r0);
     const uint32_t bytes = static_cast<uint32_t>(count * row_bytes);
     const int s = round % Stages;
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(&full[s])), "r"(bytes)
-                 : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     shared_address(stages + static_cast<size_t>(s) * Rows * row_bytes)),
-                 "l"(w + static_cast<size_t>(r0) * k), "r"(bytes), "r"(shared_address(&full[s]))
-                 : "memory");
+    bulk_copy(stages + static_cast<size_t>(s) * Rows * row_bytes, w + static_cast<size_t>(r0) * k, bytes, &full[s]);
   };
   if (threadIdx.x == 0) {
-    for (int s = 0; s < Stages; ++s) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&full[s])) : "memory");
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbarriers_init(full, Stages);
     for (int s = 0; s < Stages; ++s) issue(s);
   }
   pdl_wait();
@@ -219,11 +183,7 @@ __global__ void __launch_bounds__(Warps * 32) bulk_small_kernel(const uint16_t* 
   for (int round = 0; round < rounds; ++round) {
     const int s = round % Stages;
     const uint32_t parity = (round / Stages) & 1;
-    asm volatile(
-        "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}" ::"r"(
-            shared_address(&full[s])),
-        "r"(parity)
-        : "memory");
+    mbarrier_wait(&full[s], parity);
     const int r0 = first + round * Rows;
 #pragma unroll 1
     for (int j = 0; j < Rows / Warps; ++j) {

@@ -17,6 +17,7 @@
 
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/gemv_row.cuh"
+#include "bulk_copy.cuh"
 
 using namespace imp::cuda;
 
@@ -34,10 +35,6 @@ __device__ __forceinline__ long long now() {
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
 }
-__device__ __forceinline__ uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 constexpr int kPairs = 8, kShown = 4;  // the 5th pair is printed
 constexpr int kPredBlocks = 320;
 
@@ -81,18 +78,6 @@ __global__ void block_kernel(const uint16_t* w, const float* x, int n, int k, fl
 constexpr int kLaneChunks = 10;  // K = 2560
 constexpr int kWarps = 8, kRows = 8, kStages = 4;
 
-__device__ __forceinline__ float dot8(const uint4& packed, const float (&xv)[8]) {
-  const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
-  float wf[8];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    wf[2 * i] = bf16_bits_to_float(words[i] & 0xffffu);
-    wf[2 * i + 1] = bf16_bits_to_float(words[i] >> 16);
-  }
-  return wf[0] * xv[0] + wf[1] * xv[1] + wf[2] * xv[2] + wf[3] * xv[3] + wf[4] * xv[4] + wf[5] * xv[5] + wf[6] * xv[6] +
-         wf[7] * xv[7];
-}
-
 __global__ void __launch_bounds__(kWarps * 32) bulk_kernel(const uint16_t* w, const float* x, int n, int k, float* y,
                                                            long long* stamps) {
   const long long t0 = now();
@@ -110,18 +95,10 @@ __global__ void __launch_bounds__(kWarps * 32) bulk_kernel(const uint16_t* w, co
     const int r0 = first + round * kRows, count = min(kRows, last - r0);
     const uint32_t bytes = static_cast<uint32_t>(count * row_bytes);
     const int s = round % kStages;
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(&full[s])), "r"(bytes)
-                 : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     shared_address(stages + static_cast<size_t>(s) * kRows * row_bytes)),
-                 "l"(w + static_cast<size_t>(r0) * k), "r"(bytes), "r"(shared_address(&full[s]))
-                 : "memory");
+    bulk_copy(stages + static_cast<size_t>(s) * kRows * row_bytes, w + static_cast<size_t>(r0) * k, bytes, &full[s]);
   };
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(shared_address(&full[s])) : "memory");
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbarriers_init(full, kStages);
     for (int s = 0; s < kStages; ++s) issue(s);
   }
   pdl_wait();
@@ -131,11 +108,7 @@ __global__ void __launch_bounds__(kWarps * 32) bulk_kernel(const uint16_t* w, co
   for (int round = 0; round < rounds; ++round) {
     const int s = round % kStages;
     const uint32_t parity = (round / kStages) & 1;
-    asm volatile(
-        "{\n .reg .pred p;\n WAIT_%=:\n mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra WAIT_%=;\n}" ::"r"(
-            shared_address(&full[s])),
-        "r"(parity)
-        : "memory");
+    mbarrier_wait(&full[s], parity);
     const int r0 = first + round * kRows;
 #pragma unroll 1
     for (int j = 0; j < kRows / kWarps; ++j) {
