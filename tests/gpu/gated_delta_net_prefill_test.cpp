@@ -1,7 +1,7 @@
 // The GPU Gated DeltaNet prefill (conv over [state ++ T rows], chunked delta rule, gated norm) against
 // cpu::gated_delta_net(chunked = true) from a random non-zero state, at the released shapes and small ones.
 // The projections (in and out) run on the CPU with the twin's own cpu::linear, so only the kernels under test
-// differ: fp32 on the CPU, fp32 CUDA-core code plus 3xTF32 tensor-core products (~2^-21 per product, fp32
+// differ: fp32 on the CPU, fp32 CUDA-core code plus 3xBF16 tensor-core products (~2^-17 per product, fp32
 // sums) on the GPU. split > 0 runs the GPU side as two calls (tokens [0, split) then [split, tokens)) that carry
 // the conv and recurrent states, against one CPU call.
 #include <gtest/gtest.h>
@@ -83,14 +83,15 @@ void run_case(int hidden, int key_heads, int value_heads, int key_dim, int value
   cpu::linear(&out_proj.info, core.data(), tokens, got.data());
 
   // The same chunked algebra with sums in other orders (and rsqrtf / expf); the GPU's matrix products are
-  // 3xTF32 (~2^-21 relative per product instead of fp32's 2^-24, fp32 accumulation), so a dot product of
-  // length <= 128 differs by a few 1e-7 of its terms' scale, and the contractive recurrence does not amplify
-  // that across chunks. Bounds as for the fp32 version: 1e-4 of the scale for the outputs (the gated norm
-  // rescales each head by 1/rms), 1e-5 for the states; measured on the H200 (b7b6eba): at most 9.4e-7 and 4.3e-6.
+  // 3xBF16 (each fp32 operand as two bf16 terms: ~2^-17 relative per product instead of fp32's 2^-24, fp32
+  // accumulation), so a dot product of length <= 128 differs by ~1e-5 of its terms' scale, and the contractive
+  // recurrence adds at most that per chunk. Bounds: 2e-4 of the scale for the outputs and the states (ten chunks
+  // of ~1e-5 each, with a factor 2 of margin). Until session 12 the products were 3xTF32 (~2^-21) and the bounds
+  // 1e-4 and 1e-5; measured then on the H200 (b7b6eba): at most 9.4e-7 and 4.3e-6.
   const double y_err = max_rel_diff(got, want), s_err = max_rel_diff(d_recurrent.download(), state.recurrent);
   const double c_err = max_rel_diff(d_conv_state.download(), state.conv);
-  EXPECT_LE(y_err, 1e-4) << "tokens " << tokens << " split " << split;
-  EXPECT_LE(s_err, 1e-5) << "tokens " << tokens << " split " << split;
+  EXPECT_LE(y_err, 2e-4) << "tokens " << tokens << " split " << split;
+  EXPECT_LE(s_err, 2e-4) << "tokens " << tokens << " split " << split;
   EXPECT_LE(c_err, 0.0) << "tokens " << tokens << " split " << split;  // the conv state is a copy
   std::printf("gdn prefill T=%d (split %d) dk=%d dv=%d: y %.3g state %.3g\n", tokens, split, key_dim, value_dim,
               y_err, s_err);

@@ -58,30 +58,28 @@ __global__ void conv_state_kernel(const float* __restrict__ mixed, float* state,
   }
 }
 
-// ---- 3xTF32 tensor-core products -------------------------------------------------------------------------
+// ---- 3xBF16 tensor-core products -------------------------------------------------------------------------
 //
-// Every matrix product of the chunked algebra runs on mma.m16n8k8 (tf32 in, fp32 accumulate) with the 3xTF32
-// split: x = hi + lo, hi = tf32_rna(x), lo = tf32_rna(x - hi) (x - hi is exact in fp32), and
+// Every matrix product of the chunked algebra runs on mma.m16n8k16 (bf16 in, fp32 accumulate) with each fp32
+// operand split into two bf16 terms: x = hi + lo, hi = bf16_rn(x), lo = bf16_rn(x - hi) (x - hi is exact in fp32),
+// and
 //   a b ~ a_hi b_hi + (a_hi b_lo + a_lo b_hi),
 // the two correction products in a separate accumulator that is added once at the end (Ootomo & Yokota 2022:
 // adding the small terms into the large accumulator loses them to the tensor core's truncating adds).
-// Error per product: |a_lo b_lo| <= 2^-22 |a b| dropped, plus the rounding of lo (<= 2^-22 |x| per operand):
-// ~2^-21 relative, against 2^-24 for an fp32 FMA; the sums themselves are fp32 (the tensor core truncates
-// instead of rounding: <= 2^-23 per add). A dot product of length 128 therefore lands within a few 1e-7
-// relative of the fp32 one, the same order as the reordering of fp32 sums between CPU and GPU; across 64
-// chunks of the scan the state error grows like the fp32 algorithm's (the recurrence is contractive:
-// e^gamma <= 1, and I - beta k k^T has norm <= 1).
+// Error per product: |a_lo b_lo| <= 2^-18 |a b| dropped, plus the rounding of lo (<= 2^-18 |x| per operand):
+// ~2^-17 relative, against 2^-24 for an fp32 FMA; the sums themselves are fp32 (the tensor core truncates
+// instead of rounding: <= 2^-23 per add). A dot product of length 128 therefore lands within ~1e-5 relative of
+// its terms' scale; across 64 chunks of the scan the state error grows no faster than that per chunk (the
+// recurrence is contractive: e^gamma <= 1, and I - beta k k^T has norm <= 1). Until session 12 these products ran
+// as 3xTF32 on m16n8k8 (~2^-21 per product), which took twice the MMAs, scalar fragment loads and five
+// instructions per split element instead of three; the three kernels are bound by instruction issue.
 //
-// Fragments (g = lane / 4, t = lane % 4): A (16x8, row-major) a0 = (g, t), a1 = (g+8, t), a2 = (g, t+4),
-// a3 = (g+8, t+4); B (8x8) b0 = (k t, n g), b1 = (k t+4, n g); C c0, c1 = (g, 2t..2t+1), c2, c3 = (g+8, 2t..).
-// Shared-memory strides are chosen so that the fragment loads are conflict-free: a row-major A (or an
-// n-major B) with a stride = 4 mod 32, a k-major B (or a column-major A) with a stride = 8 mod 32.
-
-// cvt.rna.tf32.f32 rounded in integer arithmetic: adding half a tf32 ulp to the magnitude bits and dropping the
-// low 13 rounds to nearest with ties away from zero, the same bits for every finite x (cvt.rna compiles to an
-// infinity test, a predicated add and the mask; this is two instructions, and the splits are about half of the
-// scan's instructions).
-__device__ __forceinline__ uint32_t tf32_rna(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
+// Fragments (g = lane / 4, t = lane % 4), each register two bf16 with the lower k in its low half: A (16x16,
+// row-major) a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..); B (16x8) b0 = (k 2t..2t+1,
+// n g), b1 = (k 2t+8.., n g); C c0, c1 = (g, 2t..2t+1), c2, c3 = (g+8, 2t..).
+// Shared-memory strides: a pair along a row (row-major A, n-major B) is one 8-byte load, conflict-free with a
+// stride = 8 mod 32; a pair down a column (k-major B, column-major A) is two 4-byte loads, conflict-free with a
+// stride = 4 mod 8. Where one array is read both ways, the row reads get the conflict-free stride.
 
 struct FragA {
   uint32_t hi[4], lo[4];
@@ -93,44 +91,41 @@ struct Acc {  // value = m + c
   float m[4], c[4];
 };
 
-__device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
-  hi = tf32_rna(x);
-  lo = tf32_rna(x - __uint_as_float(hi));
+__device__ __forceinline__ void split_bf16(float2 v, uint32_t& hi, uint32_t& lo) {
+  hi = pack_bf16x2(v.x, v.y);
+  lo = pack_bf16x2(v.x - __uint_as_float(hi << 16), v.y - __uint_as_float(hi & 0xffff0000u));
 }
 
-// f(row, k) for row < 16, k < 8 of the tile.
+// The two values of a pair along a row (8-byte aligned) or down a column of `stride` floats.
+__device__ __forceinline__ float2 row_pair(const float* p) { return *reinterpret_cast<const float2*>(p); }
+__device__ __forceinline__ float2 column_pair(const float* p, int stride) { return make_float2(p[0], p[stride]); }
+
+// f(row, k) = {A[row][k], A[row][k + 1]} for row < 16 and even k < 16 of the tile.
 template <typename F>
 __device__ __forceinline__ FragA load_a(F f) {
   const int lane = threadIdx.x % kWarp, g = lane >> 2, t = lane & 3;
-  const float v[4] = {f(g, t), f(g + 8, t), f(g, t + 4), f(g + 8, t + 4)};
+  const float2 v[4] = {f(g, 2 * t), f(g + 8, 2 * t), f(g, 2 * t + 8), f(g + 8, 2 * t + 8)};
   FragA r;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) split_tf32(v[i], r.hi[i], r.lo[i]);
+  for (int i = 0; i < 4; ++i) split_bf16(v[i], r.hi[i], r.lo[i]);
   return r;
 }
 
-// f(k, n) for k < 8, n < 8 of the tile.
+// f(k, n) = {B[k][n], B[k + 1][n]} for even k < 16 and n < 8 of the tile.
 template <typename F>
 __device__ __forceinline__ FragB load_b(F f) {
   const int lane = threadIdx.x % kWarp, g = lane >> 2, t = lane & 3;
-  const float v[2] = {f(t, g), f(t + 4, g)};
+  const float2 v[2] = {f(2 * t, g), f(2 * t + 8, g)};
   FragB r;
 #pragma unroll
-  for (int i = 0; i < 2; ++i) split_tf32(v[i], r.hi[i], r.lo[i]);
+  for (int i = 0; i < 2; ++i) split_bf16(v[i], r.hi[i], r.lo[i]);
   return r;
 }
 
-__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
 __device__ __forceinline__ void mma3(Acc& d, const FragA& a, const FragB& b) {
-  mma_tf32(d.c, a.lo, b.hi);
-  mma_tf32(d.c, a.hi, b.lo);
-  mma_tf32(d.m, a.hi, b.hi);
+  mma_16816(d.c, a.lo, b.hi[0], b.hi[1]);
+  mma_16816(d.c, a.hi, b.lo[0], b.lo[1]);
+  mma_16816(d.m, a.hi, b.hi[0], b.hi[1]);
 }
 
 __device__ __forceinline__ void acc_zero(Acc& d) {
@@ -181,10 +176,10 @@ struct ChunkLayout {
 // ---- chunk preparation (state independent), one block per (chunk, head) ------------------------------------
 
 constexpr int kThreads = 256;  // prep and output kernels: 8 warps
-constexpr int kLa = kC + 4;    // stride of the 64x64 matrices in shared memory
+constexpr int kLa = kC + 8;    // stride of the 64x64 matrices in shared memory (row pairs: 8 mod 32)
 
 size_t prep_smem_floats(int dk, int dv) {
-  const int lq = dk + 4, lv = dv + 8;
+  const int lq = dk + 8, lv = dv + 4;
   return static_cast<size_t>(kC) * std::max(lq, lv) + static_cast<size_t>(kC) * lq + 2 * kC * kLa + 16 * 48 + 6 * kC;
 }
 
@@ -194,7 +189,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                       float* __restrict__ ws) {
   extern __shared__ __align__(16) float sm[];
   const int dk = shape.key_dim, dv = shape.value_dim, hv = shape.value_heads;
-  const int lq = dk + 4, lv = dv + 8;
+  const int lq = dk + 8, lv = dv + 4;  // Q, K read as row pairs, V as column pairs
   float* QV = sm;                                // Qs [64][lq], later beta V [64][lv]
   float* Ks = QV + kC * max(lq, lv);             // [64][lq]
   float* Akk = Ks + kC * lq;                     // [64][kLa], strictly lower
@@ -268,14 +263,14 @@ __global__ void __launch_bounds__(kThreads, 2)
       acc_zero(kk[j]);
       acc_zero(qk[j]);
     }
-    for (int k0 = 0; k0 < dk; k0 += 8) {
-      const FragA ak = load_a([&](int r, int c) { return Ks[(16 * mt + r) * lq + k0 + c]; });
-      const FragA aq = load_a([&](int r, int c) { return QV[(16 * mt + r) * lq + k0 + c]; });
+    for (int k0 = 0; k0 < dk; k0 += 16) {
+      const FragA ak = load_a([&](int r, int c) { return row_pair(Ks + (16 * mt + r) * lq + k0 + c); });
+      const FragA aq = load_a([&](int r, int c) { return row_pair(QV + (16 * mt + r) * lq + k0 + c); });
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const int n0 = 8 * (nb + j);
         if (n0 <= 16 * mt + 15) {
-          const FragB bk = load_b([&](int kx, int nx) { return Ks[(n0 + nx) * lq + k0 + kx]; });
+          const FragB bk = load_b([&](int kx, int nx) { return row_pair(Ks + (n0 + nx) * lq + k0 + kx); });
           mma3(kk[j], ak, bk);
           mma3(qk[j], aq, bk);
         }
@@ -354,18 +349,21 @@ __global__ void __launch_bounds__(kThreads, 2)
       acc_zero(acc[mt][1]);
     }
 #pragma unroll 1
-    for (int k0 = 0; k0 < kC; k0 += 8) {
+    for (int k0 = 0; k0 < kC; k0 += 16) {
       FragB bf[2];
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int n0 = col + 8 * j;
-        bf[j] = is_w ? load_b([&](int kx, int nx) { return bek[k0 + kx] * Ks[(k0 + kx) * lq + n0 + nx]; })
-                     : load_b([&](int kx, int nx) { return QV[(k0 + kx) * lv + n0 - dk + nx]; });
+        bf[j] = is_w ? load_b([&](int kx, int nx) {
+                  const float2 k = column_pair(Ks + (k0 + kx) * lq + n0 + nx, lq);
+                  return make_float2(bek[k0 + kx] * k.x, bek[k0 + kx + 1] * k.y);
+                })
+                     : load_b([&](int kx, int nx) { return column_pair(QV + (k0 + kx) * lv + n0 - dk + nx, lv); });
       }
 #pragma unroll
       for (int mt = 0; mt < 4; ++mt) {
         if (16 * mt + 15 >= k0) {
-          const FragA af = load_a([&](int r, int c) { return Tm[(16 * mt + r) * kLa + k0 + c]; });
+          const FragA af = load_a([&](int r, int c) { return row_pair(Tm + (16 * mt + r) * kLa + k0 + c); });
           mma3(acc[mt][0], af, bf[0]);
           mma3(acc[mt][1], af, bf[1]);
         }
@@ -399,7 +397,7 @@ template <int NC>
 struct ScanSmem {
   static size_t floats(int dk) {
     return static_cast<size_t>(kC) * (dk + 4) + static_cast<size_t>(kC) * (dk + 8) + kC * NC +
-           static_cast<size_t>(dk) * (NC + 8) + kC * (NC + 8);
+           static_cast<size_t>(dk) * (NC + 4) + kC * (NC + 4);
   }
 };
 
@@ -407,10 +405,10 @@ template <int NC>
 __global__ void __launch_bounds__(NC * 8, 256 / (NC * 8) * 2)
     chunk_scan_kernel(GatedDeltaNetShape shape, float* __restrict__ ws, int chunks, float* __restrict__ recurrent) {
   constexpr int kScanThreads = NC * 8;
-  constexpr int ls = NC + 8;
+  constexpr int ls = NC + 4;  // S and V' read as column pairs
   extern __shared__ __align__(16) float sm[];
   const int dk = shape.key_dim, dv = shape.value_dim, hv = shape.value_heads;
-  const int lw = dk + 4, lk = dk + 8;
+  const int lw = dk + 8, lk = dk + 4;  // W read as row pairs, Kp as column pairs
   float* Ws = sm;                // [64][lw]
   float* Kps = Ws + kC * lw;     // [64][lk]
   float* Us = Kps + kC * lk;     // [64][NC]
@@ -491,11 +489,14 @@ __global__ void __launch_bounds__(NC * 8, 256 / (NC * 8) * 2)
           v[j].c[e] = 0.0f;
         }
       }
-      for (int k0 = 0; k0 < dk; k0 += 8) {
-        const FragA af = load_a([&](int r, int c) { return -Ws[(16 * mv + r) * lw + k0 + c]; });
+      for (int k0 = 0; k0 < dk; k0 += 16) {
+        const FragA af = load_a([&](int r, int c) {
+          const float2 w = row_pair(Ws + (16 * mv + r) * lw + k0 + c);
+          return make_float2(-w.x, -w.y);
+        });
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
-          const FragB bf = load_b([&](int kx, int nx) { return Ss[(k0 + kx) * ls + nc0 + 8 * j + nx]; });
+          const FragB bf = load_b([&](int kx, int nx) { return column_pair(Ss + (k0 + kx) * ls + nc0 + 8 * j + nx, ls); });
           mma3(v[j], af, bf);
         }
       }
@@ -530,15 +531,17 @@ __global__ void __launch_bounds__(NC * 8, 256 / (NC * 8) * 2)
         }
       }
 #pragma unroll 2
-      for (int k0 = 0; k0 < kC; k0 += 8) {
+      for (int k0 = 0; k0 < kC; k0 += 16) {
         FragB bf[2];
 #pragma unroll
-        for (int j = 0; j < 2; ++j) bf[j] = load_b([&](int kx, int nx) { return Vs[(k0 + kx) * ls + nc0 + 8 * j + nx]; });
+        for (int j = 0; j < 2; ++j) {
+          bf[j] = load_b([&](int kx, int nx) { return column_pair(Vs + (k0 + kx) * ls + nc0 + 8 * j + nx, ls); });
+        }
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
           const int r0 = 16 * (mv + 4 * q);
           if (r0 < dk) {
-            const FragA af = load_a([&](int r, int kx) { return Kps[(k0 + kx) * lk + r0 + r]; });
+            const FragA af = load_a([&](int r, int kx) { return column_pair(Kps + (k0 + kx) * lk + r0 + r, lk); });
             mma3(acc[q][0], af, bf[0]);
             mma3(acc[q][1], af, bf[1]);
           }
@@ -568,7 +571,7 @@ __global__ void __launch_bounds__(NC * 8, 256 / (NC * 8) * 2)
 // ---- outputs, one block per (chunk, head): O = Qg S_chunk + Aqk V', then the gated RMSNorm ------------------
 
 size_t out_smem_floats(int dk, int dv) {
-  return static_cast<size_t>(kC) * std::max(dk + 4, kLa) + static_cast<size_t>(std::max(dk, kC)) * (dv + 8);
+  return static_cast<size_t>(kC) * std::max(dk + 8, kLa) + static_cast<size_t>(std::max(dk, kC)) * (dv + 4);
 }
 
 __global__ void __launch_bounds__(kThreads, 2)
@@ -576,9 +579,9 @@ __global__ void __launch_bounds__(kThreads, 2)
                      const float* __restrict__ ws, int tokens, int chunks, float* __restrict__ out) {
   extern __shared__ __align__(16) float sm[];
   const int dk = shape.key_dim, dv = shape.value_dim, hv = shape.value_heads;
-  const int lb = dv + 8;
+  const int lb = dv + 4;  // S and V' read as column pairs
   float* As = sm;                                // Qg [64][dk+4], then Aqk [64][kLa]
-  float* Bs = As + kC * max(dk + 4, kLa);        // S [dk][lb], then V' [64][lb], then O [64][dv+4]
+  float* Bs = As + kC * max(dk + 8, kLa);        // S [dk][lb], then V' [64][lb], then O [64][dv+4]
   const int chunk = blockIdx.x, h = blockIdx.y;
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
   const ChunkLayout lay{dk, dv};
@@ -589,7 +592,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   // Phase 1: Qg S.
   {
-    const int la = dk + 4;
+    const int la = dk + 8;  // Qg read as row pairs
     for_each_in_block<kThreads>(kC, dk / 4, [&](int i, int c4) {
       cp_async16(As + i * la + 4 * c4, rec + lay.qg() + static_cast<size_t>(i) * dk + 4 * c4, true);
     });
@@ -604,14 +607,14 @@ __global__ void __launch_bounds__(kThreads, 2)
   cp_async_wait<0>();
   __syncthreads();
   {
-    const int la = dk + 4;
-    for (int k0 = 0; k0 < dk; k0 += 8) {
-      const FragA af = load_a([&](int r, int c) { return As[(16 * mt + r) * la + k0 + c]; });
+    const int la = dk + 8;  // Qg read as row pairs
+    for (int k0 = 0; k0 < dk; k0 += 16) {
+      const FragA af = load_a([&](int r, int c) { return row_pair(As + (16 * mt + r) * la + k0 + c); });
 #pragma unroll
       for (int j = 0; j < kMaxDim / 16; ++j) {
         const int n0 = 8 * (nb + 2 * j);
         if (nb + 2 * j < ntiles) {
-          const FragB bf = load_b([&](int kx, int nx) { return Bs[(k0 + kx) * lb + n0 + nx]; });
+          const FragB bf = load_b([&](int kx, int nx) { return column_pair(Bs + (k0 + kx) * lb + n0 + nx, lb); });
           mma3(acc[j], af, bf);
         }
       }
@@ -630,13 +633,13 @@ __global__ void __launch_bounds__(kThreads, 2)
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
-    for (int k0 = 0; k0 < 16 * mt + 16; k0 += 8) {
-      const FragA af = load_a([&](int r, int c) { return As[(16 * mt + r) * kLa + k0 + c]; });
+    for (int k0 = 0; k0 < 16 * mt + 16; k0 += 16) {
+      const FragA af = load_a([&](int r, int c) { return row_pair(As + (16 * mt + r) * kLa + k0 + c); });
 #pragma unroll
       for (int j = 0; j < kMaxDim / 16; ++j) {
         const int n0 = 8 * (nb + 2 * j);
         if (nb + 2 * j < ntiles) {
-          const FragB bf = load_b([&](int kx, int nx) { return Bs[(k0 + kx) * lb + n0 + nx]; });
+          const FragB bf = load_b([&](int kx, int nx) { return column_pair(Bs + (k0 + kx) * lb + n0 + nx, lb); });
           mma3(acc[j], af, bf);
         }
       }

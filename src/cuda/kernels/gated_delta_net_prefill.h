@@ -19,7 +19,8 @@
 //   Q e^gamma, K e^(gamma_C - gamma), (Q K^T) * Gamma) in parallel; then per (head, 16- or 32-column slice of
 //   the state) the sequential pass over chunks (V' = U - W S and the state update only, saving the state each
 //   chunk starts from); then per (chunk, head) O from the saved states and V', and the gated norm. The matrix
-//   products run on tensor cores as 3xTF32 (split operands, ~2^-21 per product, fp32 accumulation): fp32-grade.
+//   products run on tensor cores as 3xBF16 (each operand as two bf16 terms, ~2^-17 per product, fp32
+//   accumulation).
 #pragma once
 
 #include <cuda_runtime.h>
