@@ -50,23 +50,32 @@ void gemm(const DenseWeight& w, const SplitActivations& x, float* y, cudaStream_
   gemm_rows(w, 0, w.rows, x, y, stream);
 }
 
-// Hyper-connection read of T rows (cpu::hyper_connection_read) from its grouped norm N, already in ws.normed with
-// its split terms `normed`: x [T, d], inject [T, S] when present.
+// The raw inject logits [T, S] of a read: in ws.mix after the down projection's [T, rank] (free until the up
+// projection).
+float* raw_inject_logits(const model::ModelConfig& c, int32_t T, PrefillWorkspace& ws) {
+  return ws.mix.data() + sz(T) * sz(c.hc_lowrank);
+}
+
+// Hyper-connection read of T rows (cpu::hyper_connection_read) from the split terms of its grouped norm N (in
+// ws.gemm_scratch): x [T, d], inject [T, S] when present. `injects_ready`: the raw inject logits are already in
+// raw_inject_logits (launch_hc_write_norm_split sums them).
 void hyper_connection_read_normed(const model::ModelConfig& c, const HyperConnectionDevice& hc,
-                                  const SplitActivations& normed, int32_t T, PrefillWorkspace& ws, cudaStream_t stream) {
+                                  const SplitActivations& normed, bool injects_ready, int32_t T, PrefillWorkspace& ws,
+                                  cudaStream_t stream) {
   const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count);
   const int32_t rank = static_cast<int32_t>(c.hc_lowrank);
-  // down [T, rank] and inject [T, S] into ws.mix (free until the up projection) as two GEMMs (the stacked width
-  // rank + S sent cuBLAS to a slow split-K kernel), then both activations.
+  // down [T, rank] into ws.mix and, unless ready, inject [T, S] after it, as two GEMMs (the stacked width rank + S
+  // sent cuBLAS to a slow split-K kernel), then both activations.
   const int32_t injects = hc.has_inject ? S : 0;
-  float* raw_inject = ws.mix.data() + sz(T) * sz(rank);
+  float* raw_inject = raw_inject_logits(c, T, ws);
   gemm_rows(hc.down_inject, 0, rank, normed, ws.mix.data(), stream);
-  gemm_rows(hc.down_inject, rank, injects, normed, raw_inject, stream);
+  if (!injects_ready) gemm_rows(hc.down_inject, rank, injects, normed, raw_inject, stream);
   launch_hc_activations(ws.mix.data(), raw_inject, T, rank, injects, S, ws.low.data(), ws.inject.data(), stream);
-  // The up projection as one GEMM of [hi | lo] rows against the repeated weight rows (HyperConnectionDevice::up).
-  const uint16_t* low_terms = launch_split_bf16_rows(ws.low.data(), T, rank, ws.gemm_scratch.data(), stream);
+  // The up projection as one GEMM of [hi | lo] rows against the repeated weight rows (HyperConnectionDevice::up);
+  // those terms go to ws.normed (free: N's split terms, which the mix still reads, fill the GEMM scratch).
+  const uint16_t* low_terms = launch_split_bf16_rows(ws.low.data(), T, rank, ws.normed.data(), stream);
   gemm_bf16_rows(low_terms, hc.up.data, T, hc.up.rows, hc.up.cols, ws.mix.data(), false, stream);
-  launch_hc_mix(ws.mix.data(), ws.normed.data(), T, S, d, ws.x.data(), stream);
+  launch_hc_mix(ws.mix.data(), normed, S, d, ws.x.data(), stream);
 }
 
 // The whole read of T stream rows: the grouped norm and its split terms, then the rest.
@@ -74,11 +83,11 @@ void hyper_connection_read(const model::ModelConfig& c, const HyperConnectionDev
                            int32_t T, PrefillWorkspace& ws, cudaStream_t stream) {
   const int32_t width = static_cast<int32_t>(c.stream_width()), d = static_cast<int32_t>(c.hidden_size);
   launch_rms_norm(stream_rows, hc.norm.data, T, width, d, static_cast<float>(c.rms_norm_eps), ws.normed.data(), stream);
-  hyper_connection_read_normed(c, hc, split(ws.normed.data(), T, width, ws, stream), T, ws, stream);
+  hyper_connection_read_normed(c, hc, split(ws.normed.data(), T, width, ws, stream), false, T, ws, stream);
 }
 
 // The write of a block's output ws.y into the streams followed by the next read (with `next`'s norm): fused into
-// one pass over the streams for the norm and its split terms where the shape allows (d % 4 == 0).
+// one pass over the streams for the norm, its split terms and the inject logits where the shape allows (d % 4 == 0).
 void hyper_connection_write_read(const model::ModelConfig& c, const HyperConnectionDevice& next, int32_t T,
                                  PrefillWorkspace& ws, cudaStream_t stream) {
   const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count);
@@ -87,10 +96,12 @@ void hyper_connection_write_read(const model::ModelConfig& c, const HyperConnect
     hyper_connection_read(c, next, ws.stream.data(), T, ws, stream);
     return;
   }
-  const SplitActivations normed =
-      launch_hc_write_norm_split(ws.y.data(), ws.inject.data(), T, S, d, ws.stream.data(), next.norm.data,
-                                 static_cast<float>(c.rms_norm_eps), ws.normed.data(), ws.gemm_scratch.data(), stream);
-  hyper_connection_read_normed(c, next, normed, T, ws, stream);
+  const uint16_t* inject_weight =
+      next.has_inject ? next.down_inject.data + static_cast<size_t>(c.hc_lowrank) * next.down_inject.cols : nullptr;
+  const SplitActivations normed = launch_hc_write_norm_split(
+      ws.y.data(), ws.inject.data(), T, S, d, ws.stream.data(), next.norm.data, static_cast<float>(c.rms_norm_eps),
+      inject_weight, raw_inject_logits(c, T, ws), ws.gemm_scratch.data(), stream);
+  hyper_connection_read_normed(c, next, normed, true, T, ws, stream);
 }
 
 void ple_block(const model::ModelConfig& c, const PleDevice& p, LayerStateDevice& state, PrefillWorkspace& ws,

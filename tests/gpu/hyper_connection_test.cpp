@@ -46,7 +46,7 @@ void run_case(int streams, int d, int rank, int rows) {
   DeviceBuffer<uint16_t> d_stacked(stacked);
   DeviceBuffer<float> d_stream(stream), d_y(y), d_normed(stream.size()), d_raw(static_cast<size_t>(rows) * rank),
       d_raw_inject(static_cast<size_t>(rows) * streams), d_low(static_cast<size_t>(rows) * rank), d_mix(stream.size()),
-      d_x(want_x.size()), d_inject(want_inject.size());
+      d_x(want_x.size()), d_inject(want_inject.size()), d_scratch(stream.size());
   launch_rms_norm(d_stream.data(), norm.device.data(), rows, width, d, 1e-6f, d_normed.data(), nullptr);
   launch_gemv_bf16(d_stacked.data(), d_normed.data(), rows, rank, width, d_raw.data(), nullptr);
   launch_gemv_bf16(d_stacked.data() + static_cast<size_t>(rank) * width, d_normed.data(), rows, streams, width,
@@ -54,10 +54,12 @@ void run_case(int streams, int d, int rank, int rows) {
   launch_hc_activations(d_raw.data(), d_raw_inject.data(), rows, rank, streams, streams, d_low.data(), d_inject.data(),
                         nullptr);
   launch_gemv_bf16(up.device.data(), d_low.data(), rows, width, rank, d_mix.data(), nullptr);
-  launch_hc_mix(d_mix.data(), d_normed.data(), rows, streams, d, d_x.data(), nullptr);
+  launch_hc_mix(d_mix.data(), launch_split_bf16(d_normed.data(), rows, width, d_scratch.data(), nullptr), streams, d,
+                d_x.data(), nullptr);
   launch_hc_write(d_y.data(), d_inject.data(), rows, streams, d, d_stream.data(), nullptr);
 
-  // fp32 both sides; sums over 10240 and 320 terms in other orders: 1e-5 of the scale.
+  // fp32 both sides (the mix reads N as its two bf16 terms, ~2^-17 relative); sums over 10240 and 320 terms in
+  // other orders: 1e-5 of the scale.
   EXPECT_LE(max_rel_diff(d_x.download(), want_x), 1e-5);
   EXPECT_LE(max_rel_diff(d_inject.download(), want_inject), 1e-5);
   EXPECT_LE(max_rel_diff(d_stream.download(), want_stream), 1e-5);
@@ -97,13 +99,19 @@ TEST(GpuHyperConnection, ReadAndWriteMatchCpuAtReleasedShapes) { run_case(4, 256
 TEST(GpuHyperConnection, ReadAndWriteMatchCpuWithThreeStreams) { run_case(3, 64, 16, 5); }
 
 // launch_hc_mix on both of its paths: four outputs per thread (d % 4 == 0, aligned) and one (d = 66), against
-// the formula in float. Tolerance 1e-6 of the scale: expf on the device and std::exp on the host may differ by
-// an ulp or two, nothing else differs.
+// the formula in float with N = hi + lo from the same bf16 terms. Tolerance 1e-6 of the scale: expf on the device
+// and std::exp on the host may differ by an ulp or two, nothing else differs.
 void check_mix(int streams, int d, int rows) {
   std::normal_distribution<float> dist(0.0f, 2.0f);
   std::vector<float> mix(static_cast<size_t>(rows) * streams * d), normed(mix.size());
+  std::vector<uint16_t> terms(2 * mix.size());  // [hi | lo], as launch_split_bf16 lays them out
   for (float& v : mix) v = dist(rng());
-  for (float& v : normed) v = dist(rng());
+  for (size_t i = 0; i < normed.size(); ++i) {
+    const float v = dist(rng());
+    terms[i] = f32_to_bf16(v);
+    terms[normed.size() + i] = f32_to_bf16(v - bf16_to_f32(terms[i]));
+    normed[i] = bf16_to_f32(terms[i]) + bf16_to_f32(terms[normed.size() + i]);
+  }
   std::vector<float> want(static_cast<size_t>(rows) * d);
   for (int r = 0; r < rows; ++r) {
     for (int j = 0; j < d; ++j) {
@@ -115,8 +123,10 @@ void check_mix(int streams, int d, int rows) {
       want[static_cast<size_t>(r) * d + j] = sum * (1.0f / static_cast<float>(streams));
     }
   }
-  DeviceBuffer<float> d_mix(mix), d_normed(normed), d_x(want.size());
-  launch_hc_mix(d_mix.data(), d_normed.data(), rows, streams, d, d_x.data(), nullptr);
+  DeviceBuffer<float> d_mix(mix), d_x(want.size());
+  DeviceBuffer<uint16_t> d_terms(terms);
+  const SplitActivations split{d_terms.data(), d_terms.data() + normed.size(), rows, streams * d};
+  launch_hc_mix(d_mix.data(), split, streams, d, d_x.data(), nullptr);
   EXPECT_LE(max_rel_diff(d_x.download(), want), 1e-6) << "streams " << streams << " d " << d << " rows " << rows;
 }
 TEST(GpuHyperConnection, MixMatchesTheFormulaOnBothPaths) {
@@ -125,40 +135,57 @@ TEST(GpuHyperConnection, MixMatchesTheFormulaOnBothPaths) {
 }
 
 // The prefill's fused write + norm + split (launch_hc_write_norm_split) against the three kernels it replaces,
-// bit for bit: the same values and the same summation order (the streams, the normed rows and both split terms).
-// Every shape has more than 64 (row, group) items or groups below 1024, so launch_rms_norm takes its row kernel
-// (few wide rows take the cluster kernel, which sums in another order; its norms may differ in the last bit).
-void check_write_norm_split(int streams, int d, int rows) {
+// bit for bit: the same values and the same summation order (the streams and both split terms). Every shape has
+// more than 64 (row, group) items or groups below 1024, so launch_rms_norm takes its row kernel (few wide rows take
+// the cluster kernel, which sums in another order; its norms may differ in the last bit). The inject logits (when
+// `with_inject`) against N . W^T in double from the separate kernels' N: fp32 sums of S*d terms in another order,
+// 1e-5 of the scale.
+void check_write_norm_split(int streams, int d, int rows, bool with_inject) {
   const int width = streams * d;
   const size_t count = static_cast<size_t>(rows) * width;
-  Bf16Weight norm({width}, 0.1f);
+  Bf16Weight norm({width}, 0.1f), inject_w({streams, width}, 0.02f);
   std::normal_distribution<float> dist(0.0f, 2.0f);
   std::vector<float> stream(count), y(static_cast<size_t>(rows) * d), inject(static_cast<size_t>(rows) * streams);
   for (float& v : stream) v = dist(rng());
   for (float& v : y) v = dist(rng());
   for (float& v : inject) v = 1.0f + 0.5f * dist(rng());
-  DeviceBuffer<float> d_y(y), d_inject(inject), want_stream(stream), got_stream(stream), want_normed(count), got_normed(count),
-      want_scratch(count), got_scratch(count);
+  DeviceBuffer<float> d_y(y), d_inject(inject), want_stream(stream), got_stream(stream), want_normed(count),
+      want_scratch(count), got_scratch(count), got_logits(static_cast<size_t>(rows) * streams);
   launch_hc_write(d_y.data(), d_inject.data(), rows, streams, d, want_stream.data(), nullptr);
   launch_rms_norm(want_stream.data(), norm.device.data(), rows, width, d, 1e-6f, want_normed.data(), nullptr);
   const SplitActivations want = launch_split_bf16(want_normed.data(), rows, width, want_scratch.data(), nullptr);
-  const SplitActivations got = launch_hc_write_norm_split(d_y.data(), d_inject.data(), rows, streams, d, got_stream.data(),
-                                                          norm.device.data(), 1e-6f, got_normed.data(), got_scratch.data(),
-                                                          nullptr);
+  const SplitActivations got = launch_hc_write_norm_split(
+      d_y.data(), d_inject.data(), rows, streams, d, got_stream.data(), norm.device.data(), 1e-6f,
+      with_inject ? inject_w.device.data() : nullptr, with_inject ? got_logits.data() : nullptr, got_scratch.data(),
+      nullptr);
   IMP_CUDA_CHECK(cudaDeviceSynchronize());
   const std::string shape = "S " + std::to_string(streams) + " d " + std::to_string(d) + " rows " + std::to_string(rows);
   EXPECT_TRUE(got_stream.download() == want_stream.download()) << shape << ": streams";
-  EXPECT_TRUE(got_normed.download() == want_normed.download()) << shape << ": normed";
   EXPECT_TRUE(got_scratch.download() == want_scratch.download()) << shape << ": split terms";
   EXPECT_EQ(got.rows, want.rows);
   EXPECT_EQ(got.k, want.k);
   EXPECT_EQ(got.lo - got.hi, want.lo - want.hi);  // the same layout in the scratch
+  if (!with_inject) return;
+  const std::vector<float> n = want_normed.download();
+  std::vector<float> want_logits(static_cast<size_t>(rows) * streams);
+  for (int r = 0; r < rows; ++r) {
+    for (int k = 0; k < streams; ++k) {
+      double sum = 0.0;
+      for (int i = 0; i < width; ++i) {
+        sum += static_cast<double>(n[static_cast<size_t>(r) * width + i]) *
+               bf16_to_f32(inject_w.bits[static_cast<size_t>(k) * width + i]);
+      }
+      want_logits[static_cast<size_t>(r) * streams + k] = static_cast<float>(sum);
+    }
+  }
+  EXPECT_LE(max_rel_diff(got_logits.download(), want_logits), 1e-5) << shape << ": inject logits";
 }
 
 TEST(GpuHyperConnection, FusedWriteNormSplitMatchesTheSeparateKernels) {
-  check_write_norm_split(4, 2560, 17);  // released: 640 quads per stream over 256 threads
-  check_write_norm_split(3, 64, 5);     // 16 quads per stream: one warp
-  check_write_norm_split(2, 1028, 33);  // 257 quads: a partial last warp, more quads than threads
+  check_write_norm_split(4, 2560, 17, true);   // released: 640 quads per stream over 256 threads
+  check_write_norm_split(3, 64, 5, true);      // 16 quads per stream: one warp
+  check_write_norm_split(2, 1028, 33, true);   // 257 quads: a partial last warp, more quads than threads
+  check_write_norm_split(4, 2560, 17, false);  // no inject weights (the final mixer's read): no logits
 }
 
 }  // namespace

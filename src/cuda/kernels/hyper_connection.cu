@@ -35,10 +35,25 @@ __global__ void hc_activations_kernel(const float* raw_low, const float* raw_inj
   }
 }
 
-// One output per thread, or with kVec = 4 four adjacent ones through 16-byte loads (d % 4 == 0); the same
+// N from its two bf16 terms (launch_split_bf16's hi and lo), kVec values at element offset i.
+template <int kVec>
+__device__ __forceinline__ void load_split_terms(const uint16_t* hi, const uint16_t* lo, size_t i, float (&n)[kVec]) {
+  if constexpr (kVec == 4) {
+    const uint2 h = *reinterpret_cast<const uint2*>(hi + i), l = *reinterpret_cast<const uint2*>(lo + i);
+    const uint32_t hw[4] = {h.x & 0xffffu, h.x >> 16, h.y & 0xffffu, h.y >> 16};
+    const uint32_t lw[4] = {l.x & 0xffffu, l.x >> 16, l.y & 0xffffu, l.y >> 16};
+#pragma unroll
+    for (int v = 0; v < 4; ++v) n[v] = bf16_bits_to_float(hw[v]) + bf16_bits_to_float(lw[v]);
+  } else {
+    n[0] = bf16_bits_to_float(hi[i]) + bf16_bits_to_float(lo[i]);
+  }
+}
+
+// One output per thread, or with kVec = 4 four adjacent ones through 16- and 8-byte loads (d % 4 == 0); the same
 // arithmetic per output either way.
 template <int kVec>
-__global__ void hc_mix_kernel(const float* mix, const float* normed, int streams, int d, float* x) {
+__global__ void hc_mix_kernel(const float* mix, const uint16_t* normed_hi, const uint16_t* normed_lo, int streams, int d,
+                              float* x) {
   pdl_begin();
   using V = std::conditional_t<kVec == 4, float4, float>;
   const int row = blockIdx.y, j = (blockIdx.x * blockDim.x + threadIdx.x) * kVec;
@@ -47,9 +62,9 @@ __global__ void hc_mix_kernel(const float* mix, const float* normed, int streams
   float sum[kVec] = {};
   for (int s = 0; s < streams; ++s) {
     const V m = *reinterpret_cast<const V*>(mix + base + static_cast<size_t>(s) * d);
-    const V n = *reinterpret_cast<const V*>(normed + base + static_cast<size_t>(s) * d);
+    float nf[kVec];
+    load_split_terms<kVec>(normed_hi, normed_lo, base + static_cast<size_t>(s) * d, nf);
     const float* mf = reinterpret_cast<const float*>(&m);
-    const float* nf = reinterpret_cast<const float*>(&n);
 #pragma unroll
     for (int v = 0; v < kVec; ++v) sum[v] += sigmoidf(mf[v]) * nf[v];
   }
@@ -70,10 +85,12 @@ __global__ void hc_write_kernel(const float* y, const float* inject, int streams
 
 // One block per row (see launch_hc_write_norm_split). Each stream's quads are visited by the threads in the
 // order of rms_norm_kernel<4>, and its sums meet through the same reduction, so every value matches the three
-// kernels it replaces bit for bit. The second pass reads back the row this block wrote (L1/L2).
+// kernels it replaces bit for bit. The second pass reads back the row this block wrote (L1/L2) and, with inject
+// weights (injects rows of streams * d, read through L1: every block reads the same ones), sums the inject logits
+// of the normed row.
 __global__ void hc_write_norm_split_kernel(const float* y, const float* inject, int streams, int d, float* stream_rows,
-                                           const uint16_t* nw, float eps, float* normed, __nv_bfloat16* hi,
-                                           __nv_bfloat16* lo) {
+                                           const uint16_t* nw, float eps, const uint16_t* inject_w, int injects,
+                                           float* raw_inject, __nv_bfloat16* hi, __nv_bfloat16* lo) {
   pdl_begin();
   __shared__ float partial[kMaxHcStreams][32];
   __shared__ float inv_s[kMaxHcStreams];
@@ -101,6 +118,7 @@ __global__ void hc_write_norm_split_kernel(const float* y, const float* inject, 
     }
   }
   __syncthreads();  // also orders this block's stream writes before the reads below
+  float logit[kMaxHcStreams] = {};
   for (int s = 0; s < streams; ++s) {
     const float inv = inv_s[s];
     const size_t at = (row * width + static_cast<size_t>(s) * d) / 4;  // in quads
@@ -113,8 +131,30 @@ __global__ void hc_write_norm_split_kernel(const float* y, const float* inject, 
                                    v.y * inv * (1.0f + bf16_bits_to_float(wv.x >> 16)),
                                    v.z * inv * (1.0f + bf16_bits_to_float(wv.y & 0xffffu)),
                                    v.w * inv * (1.0f + bf16_bits_to_float(wv.y >> 16)));
-      reinterpret_cast<float4*>(normed)[at + i] = o;
       prefill::split_bf16x4(o, reinterpret_cast<uint2*>(hi)[at + i], reinterpret_cast<uint2*>(lo)[at + i]);
+#pragma unroll
+      for (int k = 0; k < kMaxHcStreams; ++k) {
+        if (k < injects) {
+          const uint2 iw = reinterpret_cast<const uint2*>(inject_w + static_cast<size_t>(k) * width + s * d)[i];
+          logit[k] += o.x * bf16_bits_to_float(iw.x & 0xffffu) + o.y * bf16_bits_to_float(iw.x >> 16) +
+                      o.z * bf16_bits_to_float(iw.y & 0xffffu) + o.w * bf16_bits_to_float(iw.y >> 16);
+        }
+      }
+    }
+  }
+  if (injects == 0) return;
+#pragma unroll
+  for (int k = 0; k < kMaxHcStreams; ++k) {
+    if (k < injects) {
+      const float t = warp_sum(logit[k]);
+      if (lane == 0) partial[k][warp] = t;  // free: the norm sums were read before the last barrier
+    }
+  }
+  __syncthreads();
+  if (warp == 0) {
+    for (int k = 0; k < injects; ++k) {
+      const float t = warp_sum(lane < blockDim.x / kWarp ? partial[k][lane] : 0.0f);
+      if (lane == 0) raw_inject[row * injects + k] = t;
     }
   }
 }
@@ -366,38 +406,44 @@ void launch_hc_activations(const float* raw_low, const float* raw_inject, int32_
                 raw_low, raw_inject, rows, rank, injects, 1.0f / static_cast<float>(streams), low, inject);
 }
 
-void launch_hc_mix(const float* mix, const float* normed, int32_t rows, int32_t streams, int32_t d, float* x,
+void launch_hc_mix(const float* mix, const SplitActivations& normed, int32_t streams, int32_t d, float* x,
                    cudaStream_t stream) {
-  const bool vec = d % 4 == 0 && (reinterpret_cast<uintptr_t>(mix) | reinterpret_cast<uintptr_t>(normed) |
-                                   reinterpret_cast<uintptr_t>(x)) % 16 == 0;
+  if (normed.k != streams * d) throw_invalid_launch("hc_mix: the normed terms are not S * d wide");
+  const int32_t rows = normed.rows;
+  if (rows == 0) return;
+  const bool vec = d % 4 == 0 && (reinterpret_cast<uintptr_t>(mix) | reinterpret_cast<uintptr_t>(x)) % 16 == 0 &&
+                   (reinterpret_cast<uintptr_t>(normed.hi) | reinterpret_cast<uintptr_t>(normed.lo)) % 8 == 0;
   if (vec) {
     constexpr int kVecThreads = 128;  // d = 2560: five blocks of 128 four-output threads per row
     launch_kernel(hc_mix_kernel<4>, dim3((d / 4 + kVecThreads - 1) / kVecThreads, rows), kVecThreads, 0, stream, 1,
-                  mix, normed, streams, d, x);
+                  mix, normed.hi, normed.lo, streams, d, x);
   } else {
     launch_kernel(hc_mix_kernel<1>, dim3((d + kThreads - 1) / kThreads, rows), kThreads, 0, stream, 1,
-                  mix, normed, streams, d, x);
+                  mix, normed.hi, normed.lo, streams, d, x);
   }
 }
 
 SplitActivations launch_hc_write_norm_split(const float* y, const float* inject, int32_t rows, int32_t streams,
                                             int32_t d, float* stream_rows, const uint16_t* norm_weight, float eps,
-                                            float* normed, float* split_scratch, cudaStream_t stream) {
+                                            const uint16_t* inject_weight, float* raw_inject, float* split_scratch,
+                                            cudaStream_t stream) {
   if (d % 4 != 0 || streams < 1 || streams > kMaxHcStreams) {
     throw_invalid_launch("hc_write_norm_split: d % 4 != 0 or streams outside [1, 8]");
   }
   auto misaligned = [](const void* p, uintptr_t to) { return reinterpret_cast<uintptr_t>(p) % to != 0; };
-  if (misaligned(y, 16) || misaligned(stream_rows, 16) || misaligned(normed, 16) || misaligned(norm_weight, 8) ||
-      misaligned(split_scratch, 16)) {
-    throw_invalid_launch("hc_write_norm_split: y, streams, normed and scratch 16-byte aligned, norm weight 8-byte");
+  if (misaligned(y, 16) || misaligned(stream_rows, 16) || misaligned(norm_weight, 8) || misaligned(split_scratch, 16) ||
+      misaligned(inject_weight, 8) || (inject_weight != nullptr && raw_inject == nullptr)) {
+    throw_invalid_launch("hc_write_norm_split: y, streams and scratch 16-byte aligned, norm and inject weights 8-byte, "
+                         "inject logits wherever inject weights are given");
   }
+  const int injects = inject_weight != nullptr ? streams : 0;
   const size_t count = static_cast<size_t>(rows) * streams * d;
   auto* hi = reinterpret_cast<__nv_bfloat16*>(split_scratch);
   __nv_bfloat16* lo = hi + count;  // count % 4 == 0: 8-byte aligned
   if (rows > 0) {
     const int threads = std::min(256, (d / 4 + kWarp - 1) / kWarp * kWarp);  // as launch_rms_norm
     launch_kernel(hc_write_norm_split_kernel, rows, threads, 0, stream, 1, y, inject, streams, d, stream_rows,
-                  norm_weight, eps, normed, hi, lo);
+                  norm_weight, eps, inject_weight, injects, raw_inject, hi, lo);
   }
   return {reinterpret_cast<const uint16_t*>(hi), reinterpret_cast<const uint16_t*>(lo), rows, streams * d};
 }

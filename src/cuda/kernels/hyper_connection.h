@@ -18,8 +18,10 @@ namespace imp::cuda {
 // silu(raw_low / S) and, when injects = S, inject [rows, S] = 2 sigmoid(raw_inject / S).
 void launch_hc_activations(const float* raw_low, const float* raw_inject, int32_t rows, int32_t rank, int32_t injects,
                            int32_t streams, float* low, float* inject, cudaStream_t stream);
-// x [rows, d] = mean over the S streams of sigmoid(mix) * normed; mix and normed [rows, S*d].
-void launch_hc_mix(const float* mix, const float* normed, int32_t rows, int32_t streams, int32_t d, float* x,
+// x [rows, d] = mean over the S streams of sigmoid(mix) * N; mix fp32 [rows, S*d], N [rows, S*d] as the two bf16
+// terms of launch_split_bf16 (N = hi + lo to ~2^-17 relative: the terms the down projection reads, so prefill keeps
+// no fp32 copy of N).
+void launch_hc_mix(const float* mix, const SplitActivations& normed, int32_t streams, int32_t d, float* x,
                    cudaStream_t stream);
 // Decode (one row), the whole read in two kernels instead of six:
 //   launch_hc_read_down: the grouped (1 + w) RMSNorm folded into the GEMV of down_inject [rank (+ S), S*d]
@@ -40,14 +42,17 @@ void launch_hc_read_up_mix(const float* stream_row, const uint16_t* norm_weight,
 void launch_hc_write(const float* y, const float* inject, int32_t rows, int32_t streams, int32_t d, float* stream_rows,
                      cudaStream_t stream);
 
-// Prefill: the write above, then the next read's grouped (1 + w) RMSNorm of the streams into normed [rows, S*d] and
-// its split bf16 terms into split_scratch (as launch_split_bf16), in one pass over each row instead of three
-// kernels. Bit for bit launch_hc_write, launch_rms_norm (groups of d; its row kernel, which it takes above 64
-// (row, group) items: few wide rows go to its cluster kernel, whose sums may differ in the last bit) and
-// launch_split_bf16 in sequence. d % 4 == 0, S <= 8; y, stream_rows and normed 16-byte aligned, norm_weight
-// 8-byte aligned.
+// Prefill: the write above, then the next read's grouped (1 + w) RMSNorm N of the streams, N's split bf16 terms
+// into split_scratch (as launch_split_bf16) and, when inject_weight is given (S rows of S*d, the read's
+// block_inject_weight), its inject logits before their activation, raw_inject [rows, S] = N . inject_weight^T
+// (fp32 sums of the fp32 N), in one pass over each row instead of four kernels. The streams and the split terms
+// are bit for bit launch_hc_write, launch_rms_norm (groups of d; its row kernel, which it takes above 64 (row,
+// group) items: few wide rows go to its cluster kernel, whose sums may differ in the last bit) and
+// launch_split_bf16 in sequence. d % 4 == 0, S <= 8; y, stream_rows 16-byte aligned, norm_weight and
+// inject_weight 8-byte aligned.
 SplitActivations launch_hc_write_norm_split(const float* y, const float* inject, int32_t rows, int32_t streams,
                                             int32_t d, float* stream_rows, const uint16_t* norm_weight, float eps,
-                                            float* normed, float* split_scratch, cudaStream_t stream);
+                                            const uint16_t* inject_weight, float* raw_inject, float* split_scratch,
+                                            cudaStream_t stream);
 
 }  // namespace imp::cuda
