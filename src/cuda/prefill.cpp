@@ -43,8 +43,8 @@ SplitActivations split(const float* x, int32_t tokens, int64_t k, PrefillWorkspa
 }
 // y = x . W^T for rows [first_row, first_row + rows) of a stacked weight.
 void gemm_rows(const DenseWeight& w, int64_t first_row, int64_t rows, const SplitActivations& x, float* y,
-               cudaStream_t stream) {
-  launch_gemm_bf16_split(x, w.data + first_row * w.cols, static_cast<int32_t>(rows), y, stream);
+               cudaStream_t stream, bool accumulate = false) {
+  launch_gemm_bf16_split(x, w.data + first_row * w.cols, static_cast<int32_t>(rows), y, stream, accumulate);
 }
 void gemm(const DenseWeight& w, const SplitActivations& x, float* y, cudaStream_t stream) {
   gemm_rows(w, 0, w.rows, x, y, stream);
@@ -252,9 +252,9 @@ void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeD
   float* gate_logit = gate_up + sz(T) * sz(2 * is);
   gemm_rows(m.in_proj, experts, 2 * is, x, gate_up, stream);
   gemm_rows(m.in_proj, experts + 2 * is, 1, x, gate_logit, stream);
-  launch_swiglu(gate_up, gate_up + is, 2 * is, T, is, ws.shared_act.data(), stream);
-  gemm(m.shared_down, split(ws.shared_act.data(), T, is, ws, stream), ws.shared_out.data(), stream);
-  launch_add_sigmoid_gated(ws.shared_out.data(), gate_logit, 1, T, d, ws.y.data(), stream);
+  launch_swiglu_gated(gate_up, gate_up + is, 2 * is, gate_logit, T, is, ws.shared_act.data(), stream);
+  const SplitActivations act = split(ws.shared_act.data(), T, is, ws, stream);
+  gemm_rows(m.shared_down, 0, m.shared_down.rows, act, ws.y.data(), stream, true);  // y += the gated shared expert
 }
 
 // The widest input of any prefill GEMM (the split GEMM's scratch).
@@ -310,7 +310,6 @@ PrefillWorkspace::PrefillWorkspace(const DeviceModel& model, int32_t max_tokens_
   top_experts = DeviceBuffer<int32_t>(T * kk);
   top_weights = DeviceBuffer<float>(T * kk);
   shared_act = DeviceBuffer<float>(T * sz(c.shared_expert_intermediate_size));
-  shared_out = DeviceBuffer<float>(T * d);
   if (!c.ple_layer_ids.empty()) {
     ple_ids = DeviceBuffer<int64_t>(T * sz(c.ngram_heads()));
     ple_emb = DeviceBuffer<float>(T * sz(c.ple_embed_dim));

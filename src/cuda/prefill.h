@@ -38,7 +38,7 @@ struct PrefillWorkspace {
   DeviceBuffer<float> logits_router, shared;            // [T, E], [T, 2 I_s] then [T] gate logits
   DeviceBuffer<int32_t> top_experts;                    // [T, k]
   DeviceBuffer<float> top_weights;                      // [T, k]
-  DeviceBuffer<float> shared_act, shared_out;           // [T, I_s], [T, d]
+  DeviceBuffer<float> shared_act;                       // [T, I_s]
   DeviceBuffer<int64_t> ple_ids;                        // [T, ngram heads]
   DeviceBuffer<float> ple_emb, ple_key, ple_value, ple_query, ple_gated, ple_normed;
   DeviceBuffer<uint16_t> expert_act;                    // BF16 slots: [T * k, padded I] for the row kernels

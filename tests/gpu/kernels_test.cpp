@@ -19,6 +19,7 @@
 #include "cuda/kernels/dense.h"
 #include "cuda/kernels/moe_decode.h"
 #include "cuda/kernels/sampling.h"
+#include "cuda/kernels/shared_expert.h"
 #include "runtime/sampler.h"
 #include "cuda/memory/device_buffer.h"
 #include "expert_flip_bound.h"
@@ -61,6 +62,26 @@ TEST(GpuKernels, GemvBf16MatchesCpuLinear) {
     launch_gemv_bf16(dw.data(), dx.data(), rows, n, k, dy.data(), nullptr);
     expect_close(dy.download(), want, 1e-5);  // fp32 sums of K products, different order
   }
+}
+
+// The prefill shared expert's gated SwiGLU: act = sigmoid(logit_r) * silu(gate) * up, gate and up rows strided
+// as in the engine's [gate | up] projection, against the formula in double. 1e-6 of the scale: expf and the
+// order of the three products, nothing else differs.
+TEST(GpuKernels, SwigluGatedMatchesTheFormula) {
+  const int rows = 5, inter = 640, stride = 2 * inter;
+  const auto proj = random_floats(static_cast<size_t>(rows) * stride, 3.0f);
+  const auto logits = random_floats(rows, 4.0f);
+  std::vector<float> want(static_cast<size_t>(rows) * inter);
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < inter; ++i) {
+      const double g = proj[static_cast<size_t>(r) * stride + i], u = proj[static_cast<size_t>(r) * stride + inter + i];
+      want[static_cast<size_t>(r) * inter + i] =
+          static_cast<float>(g / (1.0 + std::exp(-g)) * u / (1.0 + std::exp(-static_cast<double>(logits[r]))));
+    }
+  }
+  DeviceBuffer<float> d_proj(proj), d_logits(logits), d_act(want.size());
+  launch_swiglu_gated(d_proj.data(), d_proj.data() + inter, stride, d_logits.data(), rows, inter, d_act.data(), nullptr);
+  expect_close(d_act.download(), want, 1e-6);
 }
 
 TEST(GpuKernels, RmsNormMatchesCpu) {

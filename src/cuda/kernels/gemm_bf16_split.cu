@@ -81,8 +81,8 @@ SplitActivations launch_split_bf16(const float* x, int32_t rows, int32_t k, floa
 }
 
 void launch_gemm_bf16_split(const SplitActivations& x, const uint16_t* weight, int32_t n_out, float* y,
-                            cudaStream_t stream) {
-  gemm_bf16_rows(x.hi, weight, x.rows, n_out, x.k, y, false, stream);
+                            cudaStream_t stream, bool accumulate) {
+  gemm_bf16_rows(x.hi, weight, x.rows, n_out, x.k, y, accumulate, stream);
   gemm_bf16_rows(x.lo, weight, x.rows, n_out, x.k, y, true, stream);
 }
 

@@ -24,9 +24,10 @@ SplitActivations launch_split_bf16(const float* x, int32_t rows, int32_t k, floa
 // against weight rows repeated twice ([W | W], 2k wide) is y = W.hi + W.lo without a second pass over y.
 const uint16_t* launch_split_bf16_rows(const float* x, int32_t rows, int32_t k, float* scratch, cudaStream_t stream);
 
-// y [rows, n_out] = x . W^T (W bf16 bits [n_out, k] row-major, y fp32 row-major), from the split terms.
+// y [rows, n_out] = x . W^T (W bf16 bits [n_out, k] row-major, y fp32 row-major), from the split terms;
+// accumulate = true adds to y instead.
 void launch_gemm_bf16_split(const SplitActivations& x, const uint16_t* weight, int32_t n_out, float* y,
-                            cudaStream_t stream);
+                            cudaStream_t stream, bool accumulate = false);
 
 // Both steps for a one-off input.
 void launch_gemm_bf16_split(const float* x, const uint16_t* weight, int32_t rows, int32_t n_out, int32_t k, float* y,

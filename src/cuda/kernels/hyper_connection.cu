@@ -86,9 +86,11 @@ __global__ void hc_write_kernel(const float* y, const float* inject, int streams
 // One block per row (see launch_hc_write_norm_split). Each stream's quads are visited by the threads in the
 // order of rms_norm_kernel<4>, and its sums meet through the same reduction, so every value matches the three
 // kernels it replaces bit for bit. The second pass reads back the row this block wrote (L1/L2) and, with inject
-// weights (injects rows of streams * d, read through L1: every block reads the same ones), sums the inject logits
-// of the normed row.
-__global__ void hc_write_norm_split_kernel(const float* y, const float* inject, int streams, int d, float* stream_rows,
+// weights (injects <= kMaxInjects rows of streams * d, read through L1: every block reads the same ones), sums the
+// inject logits of the normed row. kMaxInjects 4 for the released S = 4 keeps the kernel at 32 registers (eight
+// blocks per SM: it is bound by the bytes it moves).
+template <int kMaxInjects>
+__global__ void __launch_bounds__(256, kMaxInjects > 4 ? 6 : 8) hc_write_norm_split_kernel(const float* y, const float* inject, int streams, int d, float* stream_rows,
                                            const uint16_t* nw, float eps, const uint16_t* inject_w, int injects,
                                            float* raw_inject, __nv_bfloat16* hi, __nv_bfloat16* lo) {
   pdl_begin();
@@ -118,7 +120,7 @@ __global__ void hc_write_norm_split_kernel(const float* y, const float* inject, 
     }
   }
   __syncthreads();  // also orders this block's stream writes before the reads below
-  float logit[kMaxHcStreams] = {};
+  float logit[kMaxInjects > 0 ? kMaxInjects : 1] = {};
   for (int s = 0; s < streams; ++s) {
     const float inv = inv_s[s];
     const size_t at = (row * width + static_cast<size_t>(s) * d) / 4;  // in quads
@@ -133,7 +135,7 @@ __global__ void hc_write_norm_split_kernel(const float* y, const float* inject, 
                                    v.w * inv * (1.0f + bf16_bits_to_float(wv.y >> 16)));
       prefill::split_bf16x4(o, reinterpret_cast<uint2*>(hi)[at + i], reinterpret_cast<uint2*>(lo)[at + i]);
 #pragma unroll
-      for (int k = 0; k < kMaxHcStreams; ++k) {
+      for (int k = 0; k < kMaxInjects; ++k) {
         if (k < injects) {
           const uint2 iw = reinterpret_cast<const uint2*>(inject_w + static_cast<size_t>(k) * width + s * d)[i];
           logit[k] += o.x * bf16_bits_to_float(iw.x & 0xffffu) + o.y * bf16_bits_to_float(iw.x >> 16) +
@@ -144,7 +146,7 @@ __global__ void hc_write_norm_split_kernel(const float* y, const float* inject, 
   }
   if (injects == 0) return;
 #pragma unroll
-  for (int k = 0; k < kMaxHcStreams; ++k) {
+  for (int k = 0; k < kMaxInjects; ++k) {
     if (k < injects) {
       const float t = warp_sum(logit[k]);
       if (lane == 0) partial[k][warp] = t;  // free: the norm sums were read before the last barrier
@@ -442,8 +444,11 @@ SplitActivations launch_hc_write_norm_split(const float* y, const float* inject,
   __nv_bfloat16* lo = hi + count;  // count % 4 == 0: 8-byte aligned
   if (rows > 0) {
     const int threads = std::min(256, (d / 4 + kWarp - 1) / kWarp * kWarp);  // as launch_rms_norm
-    launch_kernel(hc_write_norm_split_kernel, rows, threads, 0, stream, 1, y, inject, streams, d, stream_rows,
-                  norm_weight, eps, inject_weight, injects, raw_inject, hi, lo);
+    auto* kernel = injects == 0   ? hc_write_norm_split_kernel<0>
+                   : injects <= 4 ? hc_write_norm_split_kernel<4>
+                                  : hc_write_norm_split_kernel<kMaxHcStreams>;
+    launch_kernel(kernel, rows, threads, 0, stream, 1, y, inject, streams, d, stream_rows, norm_weight, eps,
+                  inject_weight, injects, raw_inject, hi, lo);
   }
   return {reinterpret_cast<const uint16_t*>(hi), reinterpret_cast<const uint16_t*>(lo), rows, streams * d};
 }

@@ -10,21 +10,14 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void swiglu_kernel(const float* gate, const float* up, int in_stride, int inter, float* act) {
+__global__ void swiglu_gated_kernel(const float* gate, const float* up, int in_stride, int inter, const float* gate_logit,
+                                    float* act) {
   pdl_begin();
   const int row = blockIdx.y, i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= inter) return;
   const float g = gate[static_cast<size_t>(row) * in_stride + i];
-  act[static_cast<size_t>(row) * inter + i] = g * sigmoidf(g) * up[static_cast<size_t>(row) * in_stride + i];
-}
-
-__global__ void add_sigmoid_gated_kernel(const float* shared, const float* gate_logit, int logit_stride, int d,
-                                         float* y) {
-  pdl_begin();
-  const int row = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= d) return;
-  const float gate = sigmoidf(gate_logit[static_cast<size_t>(row) * logit_stride]);
-  y[static_cast<size_t>(row) * d + j] += gate * shared[static_cast<size_t>(row) * d + j];
+  act[static_cast<size_t>(row) * inter + i] =
+      sigmoidf(gate_logit[row]) * (g * sigmoidf(g) * up[static_cast<size_t>(row) * in_stride + i]);
 }
 
 // One warp per output n: v = y_experts[n] + sigmoid(gate_logit) * (W_down . swiglu)[n], then the
@@ -53,17 +46,12 @@ void launch_shared_expert_hc_write(const uint16_t* down, const float* proj, int3
                 inject, streams, stream_row);
 }
 
-void launch_swiglu(const float* gate, const float* up, int32_t in_stride, int32_t rows, int32_t inter, float* act,
-                   cudaStream_t stream) {
-  launch_kernel(swiglu_kernel, dim3((inter + kThreads - 1) / kThreads, rows), kThreads, 0, stream, 1,
-                gate, up, in_stride, inter, act);
+void launch_swiglu_gated(const float* gate, const float* up, int32_t in_stride, const float* gate_logit, int32_t rows,
+                         int32_t inter, float* act, cudaStream_t stream) {
+  if (rows == 0) return;
+  launch_kernel(swiglu_gated_kernel, dim3((inter + kThreads - 1) / kThreads, rows), kThreads, 0, stream, 1,
+                gate, up, in_stride, inter, gate_logit, act);
 }
 
-void launch_add_sigmoid_gated(const float* shared, const float* gate_logit, int32_t logit_stride, int32_t rows,
-                              int32_t d, float* y, cudaStream_t stream) {
-  launch_kernel(add_sigmoid_gated_kernel, dim3((d + kThreads - 1) / kThreads, rows), kThreads, 0, stream, 1,
-                shared, gate_logit,
-                                                                                              logit_stride, d, y);
-}
 
 }  // namespace imp::cuda

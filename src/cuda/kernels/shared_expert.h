@@ -1,6 +1,4 @@
-// The shared expert's element-wise steps for decode rows (its projections run on the dense GEMV):
-//   act = silu(gate) * up;   y += sigmoid(gate_logit) * shared_out   (cpu::moe_block).
-// Inputs are row-strided so one fused projection [router | gate | up | gate_logit] can feed them.
+// The shared expert's element-wise steps (cpu::moe_block: y += sigmoid(gate_logit) * W_down (silu(gate) * up)).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -9,13 +7,11 @@
 
 namespace imp::cuda {
 
-// act [rows, inter] = silu(gate[r, i]) * up[r, i]; gate and up rows start every in_stride floats.
-void launch_swiglu(const float* gate, const float* up, int32_t in_stride, int32_t rows, int32_t inter, float* act,
-                   cudaStream_t stream);
-
-// y [rows, d] += sigmoid(gate_logit[r * logit_stride]) * shared [rows, d].
-void launch_add_sigmoid_gated(const float* shared, const float* gate_logit, int32_t logit_stride, int32_t rows,
-                              int32_t d, float* y, cudaStream_t stream);
+// Prefill: act [rows, inter] = sigmoid(gate_logit[r]) * (silu(gate[r, i]) * up[r, i]); gate and up rows start every
+// in_stride floats. The gate folded into act lets the down projection add straight into the routed experts' output
+// (W_down (s act) = s W_down act up to fp32 rounding).
+void launch_swiglu_gated(const float* gate, const float* up, int32_t in_stride, const float* gate_logit, int32_t rows,
+                         int32_t inter, float* act, cudaStream_t stream);
 
 // Decode (one row), the whole tail of the MoE block in one kernel: act = silu(gate) * up on the fly,
 // v = y_experts + sigmoid(gate_logit) * (W_down act), then the hyper-connection write
