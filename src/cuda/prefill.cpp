@@ -75,7 +75,13 @@ void hyper_connection_read_normed(const model::ModelConfig& c, const HyperConnec
   // those terms go to ws.normed (free: N's split terms, which the mix still reads, fill the GEMM scratch).
   const uint16_t* low_terms = launch_split_bf16_rows(ws.low.data(), T, rank, ws.normed.data(), stream);
   gemm_bf16_rows(low_terms, hc.up.data, T, hc.up.rows, hc.up.cols, ws.mix.data(), false, stream);
-  launch_hc_mix(ws.mix.data(), normed, S, d, ws.x.data(), stream);
+  launch_hc_mix(ws.mix.data(), normed, S, d, ws.x.data(), ws.x_terms.data(), stream);
+}
+
+// The split terms of ws.x [T, d], which every hyper-connection read writes next to x (launch_hc_mix).
+SplitActivations x_terms(const model::ModelConfig& c, int32_t T, const PrefillWorkspace& ws) {
+  const auto* hi = reinterpret_cast<const uint16_t*>(ws.x_terms.data());
+  return {hi, hi + sz(T) * sz(c.hidden_size), T, static_cast<int32_t>(c.hidden_size)};
 }
 
 // The whole read of T stream rows: the grouped norm and its split terms, then the rest.
@@ -126,15 +132,20 @@ void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, 
                      PrefillWorkspace& ws, int32_t T, cudaStream_t stream) {
   const GatedDeltaNetShape shape = gdn_shape(c);
   const int64_t conv = c.gdn_conv_dim(), vd = c.gdn_value_dim(), hv = c.linear_num_value_heads;
-  const SplitActivations x = split(ws.x.data(), T, c.hidden_size, ws, stream);
+  const SplitActivations x = x_terms(c, T, ws);
   gemm_rows(g.in_proj, 0, conv, x, ws.mixed.data(), stream);
   gemm_rows(g.in_proj, conv, vd, x, ws.z.data(), stream);
   gemm_rows(g.in_proj, conv + vd, hv, x, ws.b.data(), stream);
   gemm_rows(g.in_proj, conv + vd + hv, hv, x, ws.a.data(), stream);
+  SplitActivations core;
   if (chunked_gdn_fits(shape)) {
+    // The core's two bf16 terms straight from the output kernel, in ws.core ([T, vd] floats hold both).
+    auto* hi = reinterpret_cast<uint16_t*>(ws.core.data());
+    core = {hi, hi + sz(T) * sz(vd), T, static_cast<int32_t>(vd)};
     launch_gdn_conv_prefill(shape, g.small, ws.mixed.data(), state.gdn_conv.data(), T, ws.conv_out.data(), stream);
     launch_gdn_chunked_prefill(shape, g.small, ws.conv_out.data(), ws.z.data(), ws.b.data(), ws.a.data(),
-                               state.gdn_recurrent.data(), T, ws.scratch.data(), ws.scratch.size(), ws.core.data(), stream);
+                               state.gdn_recurrent.data(), T, ws.scratch.data(), ws.scratch.size(), hi,
+                               hi + sz(T) * sz(vd), stream);
   } else {
     for (int32_t t = 0; t < T; ++t) {
       float* mixed = ws.mixed.data() + sz(t) * sz(conv);
@@ -143,8 +154,9 @@ void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, 
                                 ws.a.data() + sz(t) * sz(hv), state.gdn_recurrent.data(),
                                 ws.core.data() + sz(t) * sz(vd), 1, stream);
     }
+    core = split(ws.core.data(), T, vd, ws, stream);
   }
-  gemm(g.out_proj, split(ws.core.data(), T, vd, ws, stream), ws.y.data(), stream);
+  gemm(g.out_proj, core, ws.y.data(), stream);
 }
 
 void attention(const model::ModelConfig& c, const DeviceModel& model, const AttentionDevice& a, const KvCache& kv,
@@ -154,7 +166,7 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
   const int32_t hd = static_cast<int32_t>(c.head_dim), kv_width = kv_heads * hd, rot = static_cast<int32_t>(c.rotary_dim());
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t q_rows = int64_t{heads} * 2 * hd;
-  const SplitActivations x = split(ws.x.data(), T, c.hidden_size, ws, stream);  // also for the indexer below
+  const SplitActivations x = x_terms(c, T, ws);  // also for the indexer below
   gemm_rows(a.in_proj, 0, q_rows, x, ws.qg.data(), stream);
   gemm_rows(a.in_proj, q_rows, kv_width, x, ws.k.data(), stream);
   gemm_rows(a.in_proj, q_rows + kv_width, kv_width, x, ws.v.data(), stream);
@@ -230,8 +242,8 @@ int32_t qsa_mask_words(const model::ModelConfig& c, int64_t max_context) {
 void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeDevice& m, PrefillWorkspace& ws,
                int32_t T, cudaStream_t stream) {
   const int32_t experts = static_cast<int32_t>(c.num_experts), k = static_cast<int32_t>(c.num_experts_per_tok);
-  const int32_t is = static_cast<int32_t>(c.shared_expert_intermediate_size), d = static_cast<int32_t>(c.hidden_size);
-  const SplitActivations x = split(ws.x.data(), T, d, ws, stream);  // also for the shared expert below
+  const int32_t is = static_cast<int32_t>(c.shared_expert_intermediate_size);
+  const SplitActivations x = x_terms(c, T, ws);  // also for the shared expert below
   gemm_rows(m.in_proj, 0, experts, x, ws.logits_router.data(), stream);
   launch_router_topk(ws.logits_router.data(), T, experts, k, c.norm_topk_prob, ws.top_experts.data(), ws.top_weights.data(),
                      stream);
@@ -277,6 +289,7 @@ PrefillWorkspace::PrefillWorkspace(const DeviceModel& model, int32_t max_tokens_
   low = DeviceBuffer<float>(T * sz(c.hc_lowrank));
   inject = DeviceBuffer<float>(T * sz(c.hc_count));
   x = DeviceBuffer<float>(T * d);
+  x_terms = DeviceBuffer<float>(T * d);
   y = DeviceBuffer<float>(T * d);
   const bool gdn = std::count(c.layer_types.begin(), c.layer_types.end(), model::LayerType::kLinearAttention) > 0;
   const bool attn = std::count(c.layer_types.begin(), c.layer_types.end(), model::LayerType::kAttention) > 0;
@@ -399,7 +412,7 @@ void enqueue_prefill_logits(const DeviceModel& model, PrefillWorkspace& ws, int3
   if (rows == 1) {
     launch_gemv_bf16(head.data, ws.x.data(), 1, head.rows, head.cols, logits, stream);
   } else {
-    gemm(head, split(ws.x.data(), rows, c.hidden_size, ws, stream), logits, stream);
+    gemm(head, x_terms(c, rows, ws), logits, stream);
   }
 }
 

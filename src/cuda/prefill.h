@@ -28,6 +28,7 @@ struct PrefillWorkspace {
   DeviceBuffer<int32_t> tokens, positions;             // [T]
   DeviceBuffer<float> stream, normed, mix;              // [T, S*d]
   DeviceBuffer<float> low, inject, x, y;                // [T, rank], [T, S], [T, d], [T, d]
+  DeviceBuffer<float> x_terms;                          // x's two bf16 terms, [T, d] each (launch_hc_mix)
   DeviceBuffer<float> mixed, conv_out, z, b, a, core;   // GDN: [T, conv], [T, conv], [T, vd], [T, hv] x2, [T, max(vd, heads*hd)]
   DeviceBuffer<float> qg, k, v, index_q, index_k;       // attention: [T, heads*2hd], [T, kvw] x2, [T, ih*id], [T, id]
   DeviceBuffer<int32_t> selected, selected_count;       // [T, max_selected], [T]

@@ -63,7 +63,8 @@ void run_case(int hidden, int key_heads, int value_heads, int key_dim, int value
   const GatedDeltaNetShape shape{key_heads, value_heads, key_dim, value_dim, 4, 1e-6f, sigmoid_gate};
   const GatedDeltaNetWeightsDevice dev_w{conv1d.device.data(), a_log.device.data(), dt_bias.device.data(),
                                          norm.device.data()};
-  DeviceBuffer<float> d_mixed(mixed), d_z(zv), d_b(bv), d_a(av), d_conv_out(mixed.size()), d_core(zv.size());
+  DeviceBuffer<float> d_mixed(mixed), d_z(zv), d_b(bv), d_a(av), d_conv_out(mixed.size());
+  DeviceBuffer<uint16_t> d_core_hi(zv.size()), d_core_lo(zv.size());  // the output's two bf16 terms
   const size_t ws_bytes = gdn_prefill_workspace_bytes(shape, tokens);
   DeviceBuffer<uint8_t> d_ws(ws_bytes);
   const int calls[2][2] = {{0, split > 0 ? split : tokens}, {split > 0 ? split : tokens, tokens}};
@@ -75,10 +76,12 @@ void run_case(int hidden, int key_heads, int value_heads, int key_dim, int value
                             d_conv_out.data() + ct * conv, nullptr);
     launch_gdn_chunked_prefill(shape, dev_w, d_conv_out.data() + ct * conv, d_z.data() + ct * vdim,
                                d_b.data() + ct * value_heads, d_a.data() + ct * value_heads, d_recurrent.data(), n,
-                               d_ws.data(), ws_bytes, d_core.data() + ct * vdim, nullptr);
+                               d_ws.data(), ws_bytes, d_core_hi.data() + ct * vdim, d_core_lo.data() + ct * vdim, nullptr);
   }
   IMP_CUDA_CHECK(cudaDeviceSynchronize());
-  const auto core = d_core.download();
+  const auto core_hi = d_core_hi.download(), core_lo = d_core_lo.download();
+  std::vector<float> core(core_hi.size());
+  for (size_t i = 0; i < core.size(); ++i) core[i] = bf16_to_f32(core_hi[i]) + bf16_to_f32(core_lo[i]);
   std::vector<float> got(want.size());
   cpu::linear(&out_proj.info, core.data(), tokens, got.data());
 

@@ -46,7 +46,7 @@ void run_case(int streams, int d, int rank, int rows) {
   DeviceBuffer<uint16_t> d_stacked(stacked);
   DeviceBuffer<float> d_stream(stream), d_y(y), d_normed(stream.size()), d_raw(static_cast<size_t>(rows) * rank),
       d_raw_inject(static_cast<size_t>(rows) * streams), d_low(static_cast<size_t>(rows) * rank), d_mix(stream.size()),
-      d_x(want_x.size()), d_inject(want_inject.size()), d_scratch(stream.size());
+      d_x(want_x.size()), d_inject(want_inject.size()), d_scratch(stream.size()), d_x_terms(want_x.size());
   launch_rms_norm(d_stream.data(), norm.device.data(), rows, width, d, 1e-6f, d_normed.data(), nullptr);
   launch_gemv_bf16(d_stacked.data(), d_normed.data(), rows, rank, width, d_raw.data(), nullptr);
   launch_gemv_bf16(d_stacked.data() + static_cast<size_t>(rank) * width, d_normed.data(), rows, streams, width,
@@ -55,7 +55,7 @@ void run_case(int streams, int d, int rank, int rows) {
                         nullptr);
   launch_gemv_bf16(up.device.data(), d_low.data(), rows, width, rank, d_mix.data(), nullptr);
   launch_hc_mix(d_mix.data(), launch_split_bf16(d_normed.data(), rows, width, d_scratch.data(), nullptr), streams, d,
-                d_x.data(), nullptr);
+                d_x.data(), d_x_terms.data(), nullptr);
   launch_hc_write(d_y.data(), d_inject.data(), rows, streams, d, d_stream.data(), nullptr);
 
   // fp32 both sides (the mix reads N as its two bf16 terms, ~2^-17 relative); sums over 10240 and 320 terms in
@@ -100,7 +100,8 @@ TEST(GpuHyperConnection, ReadAndWriteMatchCpuWithThreeStreams) { run_case(3, 64,
 
 // launch_hc_mix on both of its paths: four outputs per thread (d % 4 == 0, aligned) and one (d = 66), against
 // the formula in float with N = hi + lo from the same bf16 terms. Tolerance 1e-6 of the scale: expf on the device
-// and std::exp on the host may differ by an ulp or two, nothing else differs.
+// and std::exp on the host may differ by an ulp or two, nothing else differs. x's split terms bit for bit
+// launch_split_bf16 of the x it wrote.
 void check_mix(int streams, int d, int rows) {
   std::normal_distribution<float> dist(0.0f, 2.0f);
   std::vector<float> mix(static_cast<size_t>(rows) * streams * d), normed(mix.size());
@@ -123,11 +124,17 @@ void check_mix(int streams, int d, int rows) {
       want[static_cast<size_t>(r) * d + j] = sum * (1.0f / static_cast<float>(streams));
     }
   }
-  DeviceBuffer<float> d_mix(mix), d_x(want.size());
+  DeviceBuffer<float> d_mix(mix), d_x(want.size()), d_x_terms(want.size()), want_terms(want.size());
   DeviceBuffer<uint16_t> d_terms(terms);
   const SplitActivations split{d_terms.data(), d_terms.data() + normed.size(), rows, streams * d};
-  launch_hc_mix(d_mix.data(), split, streams, d, d_x.data(), nullptr);
+  const SplitActivations got = launch_hc_mix(d_mix.data(), split, streams, d, d_x.data(), d_x_terms.data(), nullptr);
   EXPECT_LE(max_rel_diff(d_x.download(), want), 1e-6) << "streams " << streams << " d " << d << " rows " << rows;
+  const SplitActivations expect = launch_split_bf16(d_x.data(), rows, d, want_terms.data(), nullptr);
+  IMP_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_TRUE(d_x_terms.download() == want_terms.download()) << "x terms, d " << d;
+  EXPECT_EQ(got.lo - got.hi, expect.lo - expect.hi);
+  EXPECT_EQ(got.rows, rows);
+  EXPECT_EQ(got.k, d);
 }
 TEST(GpuHyperConnection, MixMatchesTheFormulaOnBothPaths) {
   check_mix(4, 2560, 3);  // 16-byte path

@@ -98,7 +98,7 @@ TEST(PrefillBench, DISABLED_GatedDeltaNet) {
   const int conv = shape.conv_channels(), vdim = 48 * 128;
   DeviceBuffer<float> mixed(random_floats(static_cast<size_t>(T) * conv)), z(random_floats(static_cast<size_t>(T) * vdim)),
       b(random_floats(static_cast<size_t>(T) * 48)), a(random_floats(static_cast<size_t>(T) * 48)),
-      conv_out(static_cast<size_t>(T) * conv), out(static_cast<size_t>(T) * vdim), state(static_cast<size_t>(3) * conv),
+      conv_out(static_cast<size_t>(T) * conv), out(static_cast<size_t>(T) * vdim), state(static_cast<size_t>(3) * conv),  // out: both bf16 terms
       rec(random_floats(static_cast<size_t>(48) * 128 * 128, 0.1f));
   Bf16Weight conv_w({conv, 4}, 0.4f), a_log({48}, 0.5f), dt_bias({48}, 0.3f), norm({128}, 0.1f, 1.0f);
   const GatedDeltaNetWeightsDevice w{conv_w.device.data(), a_log.device.data(), dt_bias.device.data(), norm.device.data()};
@@ -107,7 +107,8 @@ TEST(PrefillBench, DISABLED_GatedDeltaNet) {
   const double conv_ms = median_ms([&] { launch_gdn_conv_prefill(shape, w, mixed.data(), state.data(), T, conv_out.data(), nullptr); });
   const double ms = median_ms([&] {
     launch_gdn_chunked_prefill(shape, w, conv_out.data(), z.data(), b.data(), a.data(), rec.data(), T, ws.data(), bytes,
-                               out.data(), nullptr);
+                               reinterpret_cast<uint16_t*>(out.data()),
+                               reinterpret_cast<uint16_t*>(out.data()) + static_cast<size_t>(T) * vdim, nullptr);
   });
   std::printf("gdn prefill T=%d: conv %.3f ms, chunked + norm %.3f ms (workspace %.0f MB)\n", T, conv_ms, ms, bytes / 1e6);
 }

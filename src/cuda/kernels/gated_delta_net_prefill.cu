@@ -576,7 +576,8 @@ size_t out_smem_floats(int dk, int dv) {
 
 __global__ void __launch_bounds__(kThreads, 2)
     chunk_out_kernel(GatedDeltaNetShape shape, const uint16_t* __restrict__ norm_w, const float* __restrict__ z,
-                     const float* __restrict__ ws, int tokens, int chunks, float* __restrict__ out) {
+                     const float* __restrict__ ws, int tokens, int chunks, __nv_bfloat16* __restrict__ out_hi,
+                     __nv_bfloat16* __restrict__ out_lo) {
   extern __shared__ __align__(16) float sm[];
   const int dk = shape.key_dim, dv = shape.value_dim, hv = shape.value_heads;
   const int lb = dv + 4;  // S and V' read as column pairs
@@ -677,7 +678,10 @@ __global__ void __launch_bounds__(kThreads, 2)
       if (j < dv) {
         const float gate = z[item * dv + j];
         const float act = shape.sigmoid_gate ? sigmoidf(gate) : gate * sigmoidf(gate);
-        out[item * dv + j] = bf16_bits_to_float(norm_w[j]) * (vals[m] * inv) * act;
+        const float o = bf16_bits_to_float(norm_w[j]) * (vals[m] * inv) * act;
+        const __nv_bfloat16 hi = __float2bfloat16_rn(o);
+        out_hi[item * dv + j] = hi;
+        out_lo[item * dv + j] = __float2bfloat16_rn(o - __bfloat162float(hi));
       }
     }
   }
@@ -716,8 +720,8 @@ size_t gdn_prefill_workspace_bytes(const GatedDeltaNetShape& shape, int32_t toke
 
 void launch_gdn_chunked_prefill(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,
                                 const float* conv_out, const float* z, const float* b, const float* a,
-                                float* recurrent, int32_t tokens, void* workspace, size_t workspace_bytes, float* out,
-                                cudaStream_t stream) {
+                                float* recurrent, int32_t tokens, void* workspace, size_t workspace_bytes,
+                                uint16_t* out_hi, uint16_t* out_lo, cudaStream_t stream) {
   const int dk = shape.key_dim, dv = shape.value_dim;
   if (dk % 16 != 0 || dv % 16 != 0 || dk <= 0 || dv <= 0 || dk > kMaxDim || dv > kMaxDim ||
       shape.value_heads % shape.key_heads != 0) {
@@ -725,8 +729,8 @@ void launch_gdn_chunked_prefill(const GatedDeltaNetShape& shape, const GatedDelt
   }
   if (tokens <= 0) return;
   if (workspace_bytes < gdn_prefill_workspace_bytes(shape, tokens) || reinterpret_cast<uintptr_t>(workspace) % 16 != 0 ||
-      reinterpret_cast<uintptr_t>(out) % 8 != 0) {
-    throw_invalid_launch("gdn chunked prefill: workspace too small or misaligned, or out not 8-byte aligned");
+      out_hi == nullptr || out_lo == nullptr) {
+    throw_invalid_launch("gdn chunked prefill: workspace too small or misaligned, or no output");
   }
   const int chunks = (tokens + kC - 1) / kC;
   float* ws = static_cast<float*>(workspace);
@@ -752,7 +756,8 @@ void launch_gdn_chunked_prefill(const GatedDeltaNetShape& shape, const GatedDelt
   }
   IMP_CUDA_CHECK_LAUNCH();
   chunk_out_kernel<<<dim3(chunks, shape.value_heads), kThreads, out_smem_floats(dk, dv) * sizeof(float), stream>>>(
-      shape, w.norm, z, ws, tokens, chunks, out);
+      shape, w.norm, z, ws, tokens, chunks, reinterpret_cast<__nv_bfloat16*>(out_hi),
+      reinterpret_cast<__nv_bfloat16*>(out_lo));
   IMP_CUDA_CHECK_LAUNCH();
 }
 

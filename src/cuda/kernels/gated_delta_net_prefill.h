@@ -10,9 +10,11 @@
 //   softplus(a + dt_bias): chunk by chunk, gamma = inclusive cumsum of g in the chunk,
 //   L = I + strictlower(diag(beta) K K^T * Gamma), U = L^-1 diag(beta) V, W = L^-1 diag(beta e^gamma) K,
 //   V' = U - W S, O = (Q e^gamma) S + ((Q K^T) * Gamma) V', S <- e^gamma_C S + (K e^(gamma_C - gamma))^T V';
-//   then out = gated_norm(O, z). recurrent [value_heads, key_dim, value_dim] fp32 is read and updated in place;
-//   conv_out [tokens, channels], z [tokens, value_heads * value_dim], b, a [tokens, value_heads];
-//   out [tokens, value_heads * value_dim]. key_dim and value_dim multiples of 16, at most 128.
+//   then out = gated_norm(O, z), written as its two bf16 terms out_hi = bf16(out), out_lo = bf16(out - out_hi)
+//   (launch_split_bf16's: the out projection's input). recurrent [value_heads, key_dim, value_dim] fp32 is read
+//   and updated in place; conv_out [tokens, channels], z [tokens, value_heads * value_dim], b, a [tokens,
+//   value_heads]; out_hi, out_lo [tokens, value_heads * value_dim] bf16 bits. key_dim and value_dim multiples of
+//   16, at most 128.
 //   workspace: gdn_prefill_workspace_bytes(shape, tokens) bytes (~ tokens * value_heads * (4 * 128 + 64 + 2 * 128)
 //   * 4 bytes at dims 128: 654 MB at 4096 tokens, 48 heads), 16-byte aligned. No allocation, no host synchronisation.
 //   Kernels: per (chunk, head) the state-independent parts (L^-1 by blocked forward substitution, U, W,
@@ -39,7 +41,7 @@ size_t gdn_prefill_workspace_bytes(const GatedDeltaNetShape& shape, int32_t toke
 
 void launch_gdn_chunked_prefill(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,
                                 const float* conv_out, const float* z, const float* b, const float* a,
-                                float* recurrent, int32_t tokens, void* workspace, size_t workspace_bytes, float* out,
-                                cudaStream_t stream);
+                                float* recurrent, int32_t tokens, void* workspace, size_t workspace_bytes,
+                                uint16_t* out_hi, uint16_t* out_lo, cudaStream_t stream);
 
 }  // namespace imp::cuda

@@ -50,10 +50,10 @@ __device__ __forceinline__ void load_split_terms(const uint16_t* hi, const uint1
 }
 
 // One output per thread, or with kVec = 4 four adjacent ones through 16- and 8-byte loads (d % 4 == 0); the same
-// arithmetic per output either way.
+// arithmetic per output either way. x also as its two bf16 terms (x_hi, x_lo: the next GEMMs' input).
 template <int kVec>
 __global__ void hc_mix_kernel(const float* mix, const uint16_t* normed_hi, const uint16_t* normed_lo, int streams, int d,
-                              float* x) {
+                              float* x, __nv_bfloat16* x_hi, __nv_bfloat16* x_lo) {
   pdl_begin();
   using V = std::conditional_t<kVec == 4, float4, float>;
   const int row = blockIdx.y, j = (blockIdx.x * blockDim.x + threadIdx.x) * kVec;
@@ -72,7 +72,14 @@ __global__ void hc_mix_kernel(const float* mix, const uint16_t* normed_hi, const
   float* of = reinterpret_cast<float*>(&out);
 #pragma unroll
   for (int v = 0; v < kVec; ++v) of[v] = sum[v] * (1.0f / static_cast<float>(streams));
-  *reinterpret_cast<V*>(x + static_cast<size_t>(row) * d + j) = out;
+  const size_t at = static_cast<size_t>(row) * d + j;
+  *reinterpret_cast<V*>(x + at) = out;
+  if constexpr (kVec == 4) {
+    prefill::split_bf16x4(out, *reinterpret_cast<uint2*>(x_hi + at), *reinterpret_cast<uint2*>(x_lo + at));
+  } else {
+    x_hi[at] = __float2bfloat16_rn(out);
+    x_lo[at] = __float2bfloat16_rn(out - __bfloat162float(x_hi[at]));
+  }
 }
 
 __global__ void hc_write_kernel(const float* y, const float* inject, int streams, int d, float* rows) {
@@ -408,21 +415,26 @@ void launch_hc_activations(const float* raw_low, const float* raw_inject, int32_
                 raw_low, raw_inject, rows, rank, injects, 1.0f / static_cast<float>(streams), low, inject);
 }
 
-void launch_hc_mix(const float* mix, const SplitActivations& normed, int32_t streams, int32_t d, float* x,
-                   cudaStream_t stream) {
+SplitActivations launch_hc_mix(const float* mix, const SplitActivations& normed, int32_t streams, int32_t d, float* x,
+                               float* x_scratch, cudaStream_t stream) {
   if (normed.k != streams * d) throw_invalid_launch("hc_mix: the normed terms are not S * d wide");
   const int32_t rows = normed.rows;
-  if (rows == 0) return;
+  auto* x_hi = reinterpret_cast<__nv_bfloat16*>(x_scratch);
+  __nv_bfloat16* x_lo = x_hi + static_cast<size_t>(rows) * d;
+  const SplitActivations terms{reinterpret_cast<const uint16_t*>(x_hi), reinterpret_cast<const uint16_t*>(x_lo), rows, d};
+  if (rows == 0) return terms;
   const bool vec = d % 4 == 0 && (reinterpret_cast<uintptr_t>(mix) | reinterpret_cast<uintptr_t>(x)) % 16 == 0 &&
-                   (reinterpret_cast<uintptr_t>(normed.hi) | reinterpret_cast<uintptr_t>(normed.lo)) % 8 == 0;
+                   (reinterpret_cast<uintptr_t>(normed.hi) | reinterpret_cast<uintptr_t>(normed.lo) |
+                    reinterpret_cast<uintptr_t>(x_hi) | reinterpret_cast<uintptr_t>(x_lo)) % 8 == 0;
   if (vec) {
     constexpr int kVecThreads = 128;  // d = 2560: five blocks of 128 four-output threads per row
     launch_kernel(hc_mix_kernel<4>, dim3((d / 4 + kVecThreads - 1) / kVecThreads, rows), kVecThreads, 0, stream, 1,
-                  mix, normed.hi, normed.lo, streams, d, x);
+                  mix, normed.hi, normed.lo, streams, d, x, x_hi, x_lo);
   } else {
     launch_kernel(hc_mix_kernel<1>, dim3((d + kThreads - 1) / kThreads, rows), kThreads, 0, stream, 1,
-                  mix, normed.hi, normed.lo, streams, d, x);
+                  mix, normed.hi, normed.lo, streams, d, x, x_hi, x_lo);
   }
+  return terms;
 }
 
 SplitActivations launch_hc_write_norm_split(const float* y, const float* inject, int32_t rows, int32_t streams,

@@ -20,9 +20,10 @@ void launch_hc_activations(const float* raw_low, const float* raw_inject, int32_
                            int32_t streams, float* low, float* inject, cudaStream_t stream);
 // x [rows, d] = mean over the S streams of sigmoid(mix) * N; mix fp32 [rows, S*d], N [rows, S*d] as the two bf16
 // terms of launch_split_bf16 (N = hi + lo to ~2^-17 relative: the terms the down projection reads, so prefill keeps
-// no fp32 copy of N).
-void launch_hc_mix(const float* mix, const SplitActivations& normed, int32_t streams, int32_t d, float* x,
-                   cudaStream_t stream);
+// no fp32 copy of N). Also x's own split terms (as launch_split_bf16 would make them) into x_scratch (rows * d
+// floats), returned: the input of the GEMMs after the read.
+SplitActivations launch_hc_mix(const float* mix, const SplitActivations& normed, int32_t streams, int32_t d, float* x,
+                               float* x_scratch, cudaStream_t stream);
 // Decode (one row), the whole read in two kernels instead of six:
 //   launch_hc_read_down: the grouped (1 + w) RMSNorm folded into the GEMV of down_inject [rank (+ S), S*d]
 //     (each output sums per group, then scales by the group's rsqrt), activations applied: low[i < rank] =
