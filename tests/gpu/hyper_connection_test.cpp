@@ -193,6 +193,7 @@ TEST(GpuHyperConnection, FusedWriteNormSplitMatchesTheSeparateKernels) {
   check_write_norm_split(3, 64, 5, true);      // 16 quads per stream: one warp
   check_write_norm_split(2, 1028, 33, true);   // 257 quads: a partial last warp, more quads than threads
   check_write_norm_split(4, 2560, 17, false);  // no inject weights (the final mixer's read): no logits
+  check_write_norm_split(6, 64, 17, true);     // more than four streams: the eight-logit instantiation
 }
 
 }  // namespace
