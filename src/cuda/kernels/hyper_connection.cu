@@ -97,9 +97,10 @@ __global__ void hc_write_kernel(const float* y, const float* inject, int streams
 // inject logits of the normed row. kMaxInjects 4 for the released S = 4 keeps the kernel at 32 registers (eight
 // blocks per SM: it is bound by the bytes it moves).
 template <int kMaxInjects>
-__global__ void __launch_bounds__(256, kMaxInjects > 4 ? 6 : 8) hc_write_norm_split_kernel(const float* y, const float* inject, int streams, int d, float* stream_rows,
-                                           const uint16_t* nw, float eps, const uint16_t* inject_w, int injects,
-                                           float* raw_inject, __nv_bfloat16* hi, __nv_bfloat16* lo) {
+__global__ void __launch_bounds__(256, kMaxInjects > 4 ? 6 : 8)
+    hc_write_norm_split_kernel(const float* y, const float* inject, int streams, int d, float* stream_rows,
+                               const uint16_t* nw, float eps, const uint16_t* inject_w, int injects, float* raw_inject,
+                               __nv_bfloat16* hi, __nv_bfloat16* lo) {
   pdl_begin();
   __shared__ float partial[kMaxHcStreams][32];
   __shared__ float inv_s[kMaxHcStreams];
