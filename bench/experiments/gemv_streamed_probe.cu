@@ -17,17 +17,9 @@
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/gemv_row.cuh"
 #include "bulk_copy.cuh"
+#include "probe_graph.cuh"
 
 using namespace imp::cuda;
-
-#define CHECK(call)                                                                      \
-  do {                                                                                   \
-    const cudaError_t e = (call);                                                        \
-    if (e != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e));     \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
 
 // The engine's kernel (dense.cu): 128 threads, one row per warp (split-K 1 at these row counts).
 __global__ void block_kernel(const uint16_t* w, const float* x, int n, int k, float* y) {
@@ -226,46 +218,10 @@ __global__ void __launch_bounds__(256) pred_kernel(const float4* in, float* out,
   if (sum == 12345.0f) out[threadIdx.x] = sum;
 }
 
+// 20 launches per graph, the median of 8 replays.
 template <class Launch>
 double time_graph(Launch launch) {
-  cudaStream_t s;
-  CHECK(cudaStreamCreate(&s));
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < 20; ++i) launch(s);
-  CHECK(cudaStreamEndCapture(s, &g));
-  CHECK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  std::vector<float> t;
-  for (int r = 0; r < 9; ++r) {
-    CHECK(cudaEventRecord(a, s));
-    CHECK(cudaGraphLaunch(ge, s));
-    CHECK(cudaEventRecord(b, s));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0.0f;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    if (r > 0) t.push_back(ms / 20);
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2] * 1000.0;
-}
-
-template <class... Args>
-void launch_pdl(void (*kernel)(Args...), unsigned grid, unsigned block, size_t smem, cudaStream_t s, Args... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = s;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &attr;
-  config.numAttrs = 1;
-  CHECK(cudaLaunchKernelEx(&config, kernel, args...));
+  return time_graph([&](cudaStream_t s, int) { launch(s); }, 20, 8);
 }
 
 int sms = 0;

@@ -21,17 +21,9 @@
 
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/gemv_row.cuh"
+#include "probe_graph.cuh"
 
 using namespace imp::cuda;
-
-#define CHECK(call)                                                                  \
-  do {                                                                               \
-    const cudaError_t e = (call);                                                    \
-    if (e != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
 
 // The engine's kernel (dense.cu): 128 threads, one row per warp.
 __global__ void block_kernel(const uint16_t* w, const float* x, int n, int k, float* y) {
@@ -72,50 +64,6 @@ __global__ void __launch_bounds__(256) pred_kernel(const uint8_t* next, size_t p
   if (t == 0) out[threadIdx.x] = 1.0f;
 }
 
-template <class Launch>
-double time_graph(Launch launch, int launches) {
-  cudaStream_t s;
-  CHECK(cudaStreamCreate(&s));
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < launches; ++i) launch(s, i);
-  CHECK(cudaStreamEndCapture(s, &g));
-  CHECK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  std::vector<float> t;
-  for (int r = 0; r < 11; ++r) {
-    CHECK(cudaEventRecord(a, s));
-    CHECK(cudaGraphLaunch(ge, s));
-    CHECK(cudaEventRecord(b, s));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0.0f;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    if (r > 0) t.push_back(ms / launches);
-  }
-  CHECK(cudaGraphExecDestroy(ge));
-  CHECK(cudaGraphDestroy(g));
-  CHECK(cudaStreamDestroy(s));
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2] * 1000.0;
-}
-
-template <class Kernel, class... Args>
-void launch_pdl(Kernel kernel, unsigned grid, unsigned block, cudaStream_t s, Args... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.stream = s;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &attr;
-  config.numAttrs = 1;
-  CHECK(cudaLaunchKernelEx(&config, kernel, args...));
-}
-
 uint16_t* random_matrix(size_t elems, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<uint32_t> bits(0, 0xffff);
@@ -137,18 +85,18 @@ unsigned gemv_blocks(int n) { return static_cast<unsigned>((n + kGemvWarps - 1) 
 // GEMV alone, 20 launches per graph, over `copies` matrices in rotation (1: the same matrix, L2-warm if it fits).
 double gemv_alone(uint16_t* const* w, int copies, int n) {
   return time_graph([&](cudaStream_t s, int i) {
-    launch_pdl(block_kernel, gemv_blocks(n), kGemvThreads, s, (const uint16_t*)w[i % copies], (const float*)x_dev, n,
+    launch_pdl(block_kernel, gemv_blocks(n), kGemvThreads, size_t{0}, s, (const uint16_t*)w[i % copies], (const float*)x_dev, n,
                kK, y_dev);
-  }, 21);
+  }, 21, 10);
 }
 
 template <Prefetch kMode>
 double pair(uint16_t* const* w, int copies, int n, size_t prefetch_bytes, long long spin_ns) {
   return time_graph([&](cudaStream_t s, int i) {
     const uint16_t* m = w[i % copies];
-    launch_pdl(pred_kernel<kMode>, 320u, 256u, s, reinterpret_cast<const uint8_t*>(m), prefetch_bytes, pred_out, spin_ns);
-    launch_pdl(block_kernel, gemv_blocks(n), kGemvThreads, s, m, (const float*)x_dev, n, kK, y_dev);
-  }, 21);
+    launch_pdl(pred_kernel<kMode>, 320u, 256u, size_t{0}, s, reinterpret_cast<const uint8_t*>(m), prefetch_bytes, pred_out, spin_ns);
+    launch_pdl(block_kernel, gemv_blocks(n), kGemvThreads, size_t{0}, s, m, (const float*)x_dev, n, kK, y_dev);
+  }, 21, 10);
 }
 
 int main() {

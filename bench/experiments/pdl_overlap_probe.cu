@@ -18,17 +18,9 @@
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/gemv_row.cuh"
 #include "bulk_copy.cuh"
+#include "probe_graph.cuh"
 
 using namespace imp::cuda;
-
-#define CHECK(call)                                                                      \
-  do {                                                                                   \
-    const cudaError_t e = (call);                                                        \
-    if (e != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e));     \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
 
 __device__ __forceinline__ long long now() {
   long long t;
@@ -138,21 +130,6 @@ __global__ void __launch_bounds__(kWarps * 32) bulk_kernel(const uint16_t* w, co
   }
 }
 
-template <class... Args>
-void launch_pdl(void (*kernel)(Args...), unsigned grid, unsigned block, size_t smem, cudaStream_t s, Args... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.dynamicSmemBytes = smem;
-  config.stream = s;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &attr;
-  config.numAttrs = 1;
-  CHECK(cudaLaunchKernelEx(&config, kernel, args...));
-}
-
 struct Span {
   long long lo, mid, hi;
 };
@@ -165,27 +142,9 @@ Span span(const std::vector<long long>& s, int blocks, int field, long long orig
 
 template <class Launch>
 void run(const char* name, unsigned gemv_blocks, Launch launch_gemv, long long* pred_stamps, long long* gemv_stamps) {
-  cudaStream_t s;
-  CHECK(cudaStreamCreate(&s));
-  cudaGraph_t g;
-  cudaGraphExec_t ge;
-  CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < kPairs; ++i) launch_gemv(s, i);
-  CHECK(cudaStreamEndCapture(s, &g));
-  CHECK(cudaGraphInstantiate(&ge, g, 0));
-  cudaEvent_t a, b;
-  CHECK(cudaEventCreate(&a));
-  CHECK(cudaEventCreate(&b));
-  float best = 1e30f;
-  for (int r = 0; r < 5; ++r) {
-    CHECK(cudaEventRecord(a, s));
-    CHECK(cudaGraphLaunch(ge, s));
-    CHECK(cudaEventRecord(b, s));
-    CHECK(cudaEventSynchronize(b));
-    float ms = 0.0f;
-    CHECK(cudaEventElapsedTime(&ms, a, b));
-    best = std::min(best, ms);
-  }
+  const CapturedGraph g(launch_gemv, kPairs);
+  const std::vector<float> t = g.replay_ms(5);
+  const float best = *std::min_element(t.begin(), t.end());
   std::vector<long long> ps(static_cast<size_t>(kPairs) * kPredBlocks * 3), gs(static_cast<size_t>(kPairs) * gemv_blocks * 3);
   CHECK(cudaMemcpy(ps.data(), pred_stamps, ps.size() * 8, cudaMemcpyDeviceToHost));
   CHECK(cudaMemcpy(gs.data(), gemv_stamps, gs.size() * 8, cudaMemcpyDeviceToHost));
@@ -203,9 +162,6 @@ void run(const char* name, unsigned gemv_blocks, Launch launch_gemv, long long* 
   show("gemv start", span(q, static_cast<int>(gemv_blocks), 0, origin));
   show("gemv after wait", span(q, static_cast<int>(gemv_blocks), 1, origin));
   show("gemv end", span(q, static_cast<int>(gemv_blocks), 2, origin));
-  CHECK(cudaGraphExecDestroy(ge));
-  CHECK(cudaGraphDestroy(g));
-  CHECK(cudaStreamDestroy(s));
 }
 
 int main() {
