@@ -77,8 +77,9 @@ __global__ void hc_mix_kernel(const float* mix, const uint16_t* normed_hi, const
   if constexpr (kVec == 4) {
     prefill::split_bf16x4(out, *reinterpret_cast<uint2*>(x_hi + at), *reinterpret_cast<uint2*>(x_lo + at));
   } else {
-    x_hi[at] = __float2bfloat16_rn(out);
-    x_lo[at] = __float2bfloat16_rn(out - __bfloat162float(x_hi[at]));
+    const __nv_bfloat16 hi = __float2bfloat16_rn(out);
+    x_hi[at] = hi;
+    x_lo[at] = __float2bfloat16_rn(out - __bfloat162float(hi));
   }
 }
 
