@@ -156,7 +156,8 @@ void CudaEngine::step(SequenceStateDevice& sequence, int32_t token) {
       throw;
     }
     IMP_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-    const cudaError_t status = cudaGraphInstantiate(&sequence.graph, graph, 0);
+    // Node priorities as launched (launch.h's LaunchPriority): the GDN gates' side branch yields to the main chain.
+    const cudaError_t status = cudaGraphInstantiate(&sequence.graph, graph, cudaGraphInstantiateFlagUseNodePriority);
     cudaGraphDestroy(graph);
     IMP_CUDA_CHECK(status);
   }

@@ -44,10 +44,11 @@ void hyper_connection_read(const model::ModelConfig& c, const HyperConnectionDev
                         ws.x.data(), stream);
 }
 
-// The mixer's output projection, written straight into the streams (cpu::hyper_connection_write): ws.core ->
-// ws.stream, with the inject weights of this block's read.
-void out_projection_hc_write(const model::ModelConfig& c, const DenseWeight& w, DecodeWorkspace& ws, cudaStream_t stream) {
-  launch_gemv_bf16_hc_write(w.data, ws.core.data(), w.rows, w.cols, ws.low.data() + c.hc_lowrank,
+// The mixer's output projection, written straight into the streams (cpu::hyper_connection_write): ws.core (times
+// gate, when not null) -> ws.stream, with the inject weights of this block's read.
+void out_projection_hc_write(const model::ModelConfig& c, const DenseWeight& w, const float* gate, DecodeWorkspace& ws,
+                             cudaStream_t stream) {
+  launch_gemv_bf16_hc_write(w.data, ws.core.data(), gate, w.rows, w.cols, ws.low.data() + c.hc_lowrank,
                             static_cast<int32_t>(c.hc_count), ws.stream.data(), stream);
 }
 
@@ -81,15 +82,28 @@ void ple_stream_half(const model::ModelConfig& c, const PleDevice& p, LayerState
 void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, LayerStateDevice& state,
                      DecodeWorkspace& ws, cudaStream_t stream) {
   const GatedDeltaNetShape shape = gdn_shape(c);
-  // [qkv | z | b | a], the conv step applied to qkv.
+  // act(z) on a side branch at low priority: it needs only x, and the recurrent step does not need it, so its rows
+  // (31.5 MB of the released in_proj's 84) fill the SMs the rest of in_proj leaves in its tail, then run beside the
+  // recurrent step, whose blocks go first. The output projection applies it. Measured (H200, session 13): 214.5 ->
+  // 217.3 tok/s at 1K; the same kernels in one chain (z after the recurrent step, or in extra blocks of it) lost:
+  // the recurrent step's loads then queue behind z's.
+  IMP_CUDA_CHECK(cudaEventRecord(ws.gate_side.fork, stream));
+  IMP_CUDA_CHECK(cudaStreamWaitEvent(ws.gate_side.stream, ws.gate_side.fork, 0));
+  {
+    const LaunchPriority background(ws.priority_low);
+    launch_gdn_gate_act(shape, g.in_proj.data, ws.x.data(), g.in_proj.cols, ws.gate.data(), ws.gate_side.stream);
+  }
+  IMP_CUDA_CHECK(cudaEventRecord(ws.gate_side.join, ws.gate_side.stream));
+  // [qkv | (z) | b | a], the conv step applied to qkv.
   launch_gdn_in_proj_conv(shape, g.small, g.in_proj.data, ws.x.data(), g.in_proj.rows, g.in_proj.cols,
                           state.gdn_conv.data(), ws.proj.data(), stream);
   const float* mixed = ws.proj.data();
-  const float* z = mixed + c.gdn_conv_dim();
-  const float* b = z + c.gdn_value_dim();
+  const float* b = mixed + c.gdn_conv_dim() + c.gdn_value_dim();
   const float* a = b + c.linear_num_value_heads;
-  launch_gdn_recurrent_step(shape, g.small, mixed, z, b, a, state.gdn_recurrent.data(), ws.core.data(), 1, stream);
-  out_projection_hc_write(c, g.out_proj, ws, stream);
+  launch_gdn_recurrent_step(shape, g.small, mixed, /*z=*/nullptr, b, a, state.gdn_recurrent.data(), ws.core.data(), 1,
+                            stream);
+  IMP_CUDA_CHECK(cudaStreamWaitEvent(stream, ws.gate_side.join, 0));
+  out_projection_hc_write(c, g.out_proj, ws.gate.data(), ws, stream);
 }
 
 // Gated attention with q/k norm, partial RoPE, paged KV and (when configured) QSA: ws.x -> the streams.
@@ -141,7 +155,7 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
   // After launch_qsa_select the queries, pages and position are final when the attention kernel starts.
   launch_attention_decode(pages, qg, qg + hd, 2 * hd, position, selected, count, ws.max_selected, 1, heads, kv_heads, hd,
                           ws.attention_partials.data(), ws.core.data(), stream, /*inputs_final_at_launch=*/c.has_qsa);
-  out_projection_hc_write(c, a.o_proj, ws, stream);
+  out_projection_hc_write(c, a.o_proj, /*gate=*/nullptr, ws, stream);
 }
 
 // Sparse MoE with the shared expert (cpu::moe_block): ws.x -> the streams.
@@ -198,6 +212,7 @@ DecodeWorkspace::DecodeWorkspace(const DeviceModel& model) {
   y = DeviceBuffer<float>(d);
   proj = DeviceBuffer<float>(widest_projection(model));
   core = DeviceBuffer<float>(static_cast<size_t>(std::max(c.gdn_value_dim(), c.num_attention_heads * c.head_dim)));
+  gate = DeviceBuffer<float>(static_cast<size_t>(std::max<int64_t>(1, c.gdn_value_dim())));
   attention_partials = DeviceBuffer<float>(std::max<size_t>(
       1, attention_decode_workspace_floats(1, static_cast<int32_t>(c.num_attention_heads), static_cast<int32_t>(c.head_dim))));
   max_selected = static_cast<int32_t>(c.has_qsa ? c.block_topk() * c.indexer_compress_ratio + c.indexer_compress_ratio - 1 : 1);
@@ -218,6 +233,7 @@ DecodeWorkspace::DecodeWorkspace(const DeviceModel& model) {
   ple_gated = DeviceBuffer<float>(width);
   ple_normed = DeviceBuffer<float>(width);
   logits = DeviceBuffer<float>(static_cast<size_t>(c.vocab_size));
+  IMP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&priority_low, &priority_high));
 }
 
 void enqueue_decode_step(const DeviceModel& model, const KvCache& kv, SequenceStateDevice& sequence,
@@ -226,6 +242,7 @@ void enqueue_decode_step(const DeviceModel& model, const KvCache& kv, SequenceSt
   const int32_t* token = sequence.step_token.data();
   const int32_t* position = sequence.step_position.data();
   const PdlScope pdl;  // each kernel's launch overlaps the previous one's tail (launch.h)
+  const LaunchPriority critical(ws.priority_high);  // all but the GDN gates' side branch
 
   // The first PLE layer's token half on the side branch, beside the layers before it (~30 us of dependent kernels
   // off the step's critical path); it joins before that layer's stream half. Later PLE layers (none in the

@@ -3,10 +3,15 @@
 namespace imp::cuda {
 namespace {
 thread_local bool pdl_on = false;
+thread_local std::optional<int> priority_now;
 }  // namespace
 
 PdlScope::PdlScope() : previous_(pdl_on) { pdl_on = true; }
 PdlScope::~PdlScope() { pdl_on = previous_; }
 bool pdl_enabled() { return pdl_on; }
+
+LaunchPriority::LaunchPriority(int priority) : previous_(priority_now) { priority_now = priority; }
+LaunchPriority::~LaunchPriority() { priority_now = previous_; }
+std::optional<int> launch_priority() { return priority_now; }
 
 }  // namespace imp::cuda

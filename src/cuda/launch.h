@@ -10,6 +10,7 @@
 
 #include <cuda_runtime.h>
 
+#include <optional>
 #include <utility>
 
 #include "cuda/check.h"
@@ -30,7 +31,24 @@ class PdlScope {
 
 bool pdl_enabled();
 
-// kernel<<<grid, block, shared, stream>>>(args...), with PDL inside a PdlScope; optionally a cluster shape.
+// launch_kernel calls of this thread while alive carry this scheduling priority (a stream priority: lower runs
+// first; the decode graph is instantiated with cudaGraphInstantiateFlagUseNodePriority so that it holds there).
+class LaunchPriority {
+ public:
+  explicit LaunchPriority(int priority);
+  ~LaunchPriority();
+  LaunchPriority(const LaunchPriority&) = delete;
+  LaunchPriority& operator=(const LaunchPriority&) = delete;
+
+ private:
+  std::optional<int> previous_;
+};
+
+// The priority of the innermost LaunchPriority alive, if any.
+std::optional<int> launch_priority();
+
+// kernel<<<grid, block, shared, stream>>>(args...), with PDL inside a PdlScope and the LaunchPriority's priority;
+// optionally a cluster shape.
 template <class... Params, class... Args>
 void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
                    unsigned cluster_x, Args&&... args) {
@@ -39,7 +57,7 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shar
   config.blockDim = block;
   config.dynamicSmemBytes = shared;
   config.stream = stream;
-  cudaLaunchAttribute attrs[2]{};
+  cudaLaunchAttribute attrs[3]{};
   unsigned count = 0;
   if (pdl_enabled()) {
     attrs[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -48,6 +66,10 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shar
   if (cluster_x > 1) {
     attrs[count].id = cudaLaunchAttributeClusterDimension;
     attrs[count++].val.clusterDim = {cluster_x, 1, 1};
+  }
+  if (const std::optional<int> priority = launch_priority()) {
+    attrs[count].id = cudaLaunchAttributePriority;
+    attrs[count++].val.priority = *priority;
   }
   config.attrs = attrs;
   config.numAttrs = count;

@@ -1,5 +1,6 @@
-// The fused decode tails against their CPU twins on fresh random inputs: an output projection written
-// straight into the hyper-connection streams, and the shared expert (swiglu, down projection, sigmoid gate)
+// The fused decode tails against their CPU twins on fresh random inputs: an output projection (with or without
+// an output gate on its input) written straight into the hyper-connection streams, the GDN in-projection with its
+// conv step and the output gate made beside it, and the shared expert (swiglu, down projection, sigmoid gate)
 // added to the routed experts' sum and written into the streams.
 #include <gtest/gtest.h>
 
@@ -20,17 +21,24 @@ namespace {
 using namespace testing_support;
 
 TEST(GpuDecodeFused, ProjectionIntoStreamsMatchesCpu) {
-  for (auto [streams, d, k] : {std::tuple{4, 2560, 6144}, {3, 64, 40}, {2, 136, 8}}) {
-    Bf16Weight w({d, k}, 0.05f);
-    const std::vector<float> x = random_floats(static_cast<size_t>(k)), inject = positive_inject(streams);
-    const std::vector<float> stream = random_floats(static_cast<size_t>(streams) * d, 2.0f);
-    std::vector<float> y(static_cast<size_t>(d)), want = stream;
-    cpu::linear(&w.info, x.data(), 1, y.data());
-    cpu::hyper_connection_write(hc_config(streams, d), y.data(), inject.data(), 1, want.data());
-    DeviceBuffer<float> dx(x), dinject(inject), dstream(stream);
-    launch_gemv_bf16_hc_write(w.device.data(), dx.data(), d, k, dinject.data(), streams, dstream.data(), nullptr);
-    // fp32 both sides, the dot summed in another order: 1e-5 of the stream's scale.
-    EXPECT_LE(max_rel_diff(dstream.download(), want), 1e-5) << streams << " x " << d << " x " << k;
+  for (const bool gated : {false, true}) {
+    for (auto [streams, d, k] : {std::tuple{4, 2560, 6144}, {3, 64, 40}, {2, 136, 8}}) {
+      Bf16Weight w({d, k}, 0.05f);
+      std::vector<float> x = random_floats(static_cast<size_t>(k));
+      const std::vector<float> gate = random_floats(static_cast<size_t>(k)), inject = positive_inject(streams);
+      const std::vector<float> stream = random_floats(static_cast<size_t>(streams) * d, 2.0f);
+      std::vector<float> gated_x = x, y(static_cast<size_t>(d)), want = stream;
+      if (gated) {
+        for (int i = 0; i < k; ++i) gated_x[i] *= gate[i];
+      }
+      cpu::linear(&w.info, gated_x.data(), 1, y.data());
+      cpu::hyper_connection_write(hc_config(streams, d), y.data(), inject.data(), 1, want.data());
+      DeviceBuffer<float> dx(x), dgate(gate), dinject(inject), dstream(stream);
+      launch_gemv_bf16_hc_write(w.device.data(), dx.data(), gated ? dgate.data() : nullptr, d, k, dinject.data(), streams,
+                                dstream.data(), nullptr);
+      // fp32 both sides, the dot summed in another order: 1e-5 of the stream's scale.
+      EXPECT_LE(max_rel_diff(dstream.download(), want), 1e-5) << streams << " x " << d << " x " << k << " gated " << gated;
+    }
   }
 }
 
@@ -74,12 +82,32 @@ TEST(GpuDecodeFused, GdnInProjectionWithConvStepMatchesCpu) {
       want_state[static_cast<size_t>(kernel - 2) * channels + c] = want[c];
       want[c] = sum / (1.0f + std::exp(-sum));
     }
-    DeviceBuffer<float> dx(x), dstate(state), dy(static_cast<size_t>(n));
+    // The z rows are launch_gdn_gate_act's: the in-projection leaves them as they were (a sentinel here), and the
+    // gate kernel writes act(z) of them (sigmoid, the released gate; silu for the small shape).
+    const int z_rows = value_heads * dim;
+    const bool sigmoid = channels > 1000;
+    shape.sigmoid_gate = sigmoid;
+    const std::vector<float> sentinel(static_cast<size_t>(n), 12345.0f);
+    std::vector<float> want_gate(static_cast<size_t>(z_rows));
+    for (int i = 0; i < z_rows; ++i) {
+      const float z = want[static_cast<size_t>(channels + i)];
+      want_gate[static_cast<size_t>(i)] = sigmoid ? 1.0f / (1.0f + std::exp(-z)) : z / (1.0f + std::exp(-z));
+    }
+    want.erase(want.begin() + channels, want.begin() + channels + z_rows);
+    DeviceBuffer<float> dx(x), dstate(state), dy(sentinel), dgate(static_cast<size_t>(z_rows));
     const GatedDeltaNetWeightsDevice dw{conv_w.device.data(), nullptr, nullptr, nullptr};
     launch_gdn_in_proj_conv(shape, dw, w.device.data(), dx.data(), n, k, dstate.data(), dy.data(), nullptr);
-    // fp32 both sides, sums in other orders: 1e-5 of the scale; the shifted state is copied exactly.
-    EXPECT_LE(max_rel_diff(dy.download(), want), 1e-5) << channels << " channels";
+    launch_gdn_gate_act(shape, w.device.data(), dx.data(), k, dgate.data(), nullptr);
+    // fp32 both sides, sums in other orders: 1e-5 of the scale; the shifted state is copied exactly; the z rows'
+    // sentinels untouched.
+    std::vector<float> got = dy.download();
+    const std::vector<float> got_z(got.begin() + channels, got.begin() + channels + z_rows);
+    EXPECT_EQ(got_z, std::vector<float>(static_cast<size_t>(z_rows), 12345.0f)) << channels << " channels";
+    got.erase(got.begin() + channels, got.begin() + channels + z_rows);
+    EXPECT_LE(max_rel_diff(got, want), 1e-5) << channels << " channels";
     EXPECT_LE(max_rel_diff(dstate.download(), want_state), 1e-6) << channels << " channels";
+    // act(z): the dot in another order, then expf on the device vs std::exp: 1e-5 of the scale.
+    EXPECT_LE(max_rel_diff(dgate.download(), want_gate), 1e-5) << channels << " channels";
   }
 }
 

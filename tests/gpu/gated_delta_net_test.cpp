@@ -84,5 +84,39 @@ TEST(GpuGatedDeltaNet, DecodeStepMatchesCpuAtSmallShapesWithSiluGate) { run_case
 TEST(GpuGatedDeltaNet, DecodeStepMatchesCpuWithUnevenKeySlices) { run_case(64, 2, 4, 40, 96, true); }
 TEST(GpuGatedDeltaNet, DecodeStepMatchesCpuWithWideValueHeads) { run_case(64, 1, 2, 40, 640, false); }
 
+// The decode step without z (the graph applies the gate in the output projection) writes the normed output
+// before its gate: times act(z), the gated step's output bit for bit, and the same state. The released shape with
+// either gate, and a small one.
+TEST(GpuGatedDeltaNet, DecodeStepWithoutZIsTheGatedOutputBeforeItsGate) {
+  for (auto [sigmoid_gate, key_heads, value_heads, dim] : {std::tuple{true, 16, 48, 128}, {false, 16, 48, 128}, {true, 2, 6, 16}}) {
+    const int conv = 2 * key_heads * dim + value_heads * dim, vdim = value_heads * dim;
+    const GatedDeltaNetShape shape{key_heads, value_heads, dim, dim, 4, 1e-6f, sigmoid_gate};
+    Bf16Weight dt_bias({value_heads}, 0.3f), a_log({value_heads}, 0.5f), norm({dim}, 0.1f, 1.0f);
+    const GatedDeltaNetWeightsDevice dev_w{nullptr, a_log.device.data(), dt_bias.device.data(), norm.device.data()};
+    const std::vector<float> mixed = random_floats(static_cast<size_t>(conv)), z = random_floats(static_cast<size_t>(vdim));
+    const std::vector<float> b = random_floats(static_cast<size_t>(value_heads)), a = random_floats(static_cast<size_t>(value_heads));
+    const std::vector<float> state = random_floats(static_cast<size_t>(value_heads) * dim * dim, 0.1f);
+    DeviceBuffer<float> d_mixed(mixed), d_z(z), d_b(b), d_a(a), d_gated_state(state), d_plain_state(state);
+    DeviceBuffer<float> d_gated(static_cast<size_t>(vdim)), d_plain(static_cast<size_t>(vdim));
+    launch_gdn_recurrent_step(shape, dev_w, d_mixed.data(), d_z.data(), d_b.data(), d_a.data(), d_gated_state.data(),
+                              d_gated.data(), 1, nullptr);
+    launch_gdn_recurrent_step(shape, dev_w, d_mixed.data(), nullptr, d_b.data(), d_a.data(), d_plain_state.data(),
+                              d_plain.data(), 1, nullptr);
+    const std::vector<float> gated = d_gated.download(), plain = d_plain.download();
+    // act(z) in fp32 as the device's sigmoidf (1 / (1 + e^-z)); the device's expf is within 2 ulps of std::exp, so
+    // the bound is ~8 ulps of each product (1e-6 relative, element by element) rather than equality. A gate
+    // missing or applied twice is off by O(1).
+    double worst = 0.0;
+    for (int i = 0; i < vdim; ++i) {
+      const float s = 1.0f / (1.0f + std::exp(-z[i]));
+      const float act = sigmoid_gate ? s : z[i] * s;
+      const double want = static_cast<double>(gated[i]), got = static_cast<double>(plain[i] * act);
+      worst = std::max(worst, std::abs(got - want) / std::max(1e-30, std::abs(want)));
+    }
+    EXPECT_LE(worst, 1e-6) << "sigmoid " << sigmoid_gate << ", " << vdim << " rows";
+    EXPECT_EQ(d_gated_state.download(), d_plain_state.download()) << "sigmoid " << sigmoid_gate << ", " << vdim << " rows";
+  }
+}
+
 }  // namespace
 }  // namespace imp::cuda

@@ -14,9 +14,10 @@ void launch_gemv_bf16(const uint16_t* weight, const float* x, int32_t rows, int3
                       cudaStream_t stream);
 
 // Decode (one row) projection written into the hyper-connection streams instead of to a vector:
-// stream_row[s * n + i] += inject[s] * (W x)[i] for s < streams (cpu::hyper_connection_write of W x).
-void launch_gemv_bf16_hc_write(const uint16_t* weight, const float* x, int32_t n, int32_t k, const float* inject,
-                               int32_t streams, float* stream_row, cudaStream_t stream);
+// stream_row[s * n + i] += inject[s] * (W x')[i] for s < streams (cpu::hyper_connection_write of W x'), where
+// x' = x, or x' = x * gate elementwise when gate is not null (an output gate made beside the block: GDN's act(z)).
+void launch_gemv_bf16_hc_write(const uint16_t* weight, const float* x, const float* gate, int32_t n, int32_t k,
+                               const float* inject, int32_t streams, float* stream_row, cudaStream_t stream);
 
 // Grouped (1 + w) RMSNorm: each row of `width` is normalised in groups of `group`, w spans the width (bf16).
 // In-place allowed (x == y). Few rows of wide groups (decode): a cluster of 4 blocks per group.

@@ -45,12 +45,15 @@ __global__ void gdn_conv_step_kernel(GatedDeltaNetShape shape, const uint16_t* c
 // by the thread that completes each (one per output row, so every channel's state is touched once). That thread
 // loads its channel's taps and conv state before the wait (weights, and state only this kernel writes, one decode
 // step ago): after the dots they were one more L2 round trip at the end of every block.
+// The z rows [channels, channels + z_rows) are left to gdn_gate_act_kernel; n counts the rows computed here.
 __global__ void gdn_in_proj_conv_kernel(const uint16_t* weight, const float* x, int n, int k, int split,
-                                        const uint16_t* conv_w, int K, float* conv_state, int channels, float* y) {
+                                        const uint16_t* conv_w, int K, float* conv_state, int channels, int z_rows,
+                                        float* y) {
   pdl_trigger();  // weights first: the dots wait before they read x
+  const SkipRows rows{channels, z_rows};
   // Four taps and three states as scalars (arrays here ended up in local memory).
   float w0 = 0.0f, w1 = 0.0f, w2 = 0.0f, w3 = 0.0f, s0 = 0.0f, s1 = 0.0f, s2 = 0.0f;
-  const int mine = gemv_finisher_row(n, split);
+  const int mine = gemv_finisher_row(n, split, rows);
   if (mine >= 0 && mine < channels) {
     const uint16_t* wc = conv_w + static_cast<size_t>(mine) * K;
     w0 = bf16_bits_to_float(wc[0]);
@@ -77,7 +80,19 @@ __global__ void gdn_in_proj_conv_kernel(const uint16_t* weight, const float* x, 
     if (K > 3) conv_state[channels + row] = s2;
     conv_state[(K - 2) * channels + row] = current;
     y[row] = sum * sigmoidf(sum);
-  });
+  }, rows);
+}
+
+__device__ __forceinline__ float gate_act(bool sigmoid_gate, float z) {
+  return sigmoid_gate ? sigmoidf(z) : z * sigmoidf(z);
+}
+
+// act(z) for the z rows of in_proj (launch_gdn_gate_act).
+__global__ void gdn_gate_act_kernel(const uint16_t* weight, const float* x, int n, int k, int split, bool sigmoid_gate,
+                                    float* gate) {
+  pdl_trigger();  // weights first: the dots wait before they read x
+  gemv_rows<1>(weight, n, k, split, PlainX{x, k},
+               [&](int row, const float (&acc)[1]) { gate[row] = gate_act(sigmoid_gate, acc[0]); });
 }
 
 __device__ __forceinline__ float block_sum(float v, float* scratch) {
@@ -156,7 +171,7 @@ __global__ void __launch_bounds__(kStepThreads) gdn_recurrent_step_kernel(GatedD
   // Every activation this thread needs, loaded together (one round trip instead of one per use).
   const float b_raw = b[row * hv + h], a_raw = a[row * hv + h];
   const float v = active ? x[2 * key_total + h * dv + j] : 0.0f;
-  const float gate = active && slice == 0 ? z[(static_cast<size_t>(row) * hv + h) * dv + j] : 0.0f;
+  const float gate = active && slice == 0 && z ? z[(static_cast<size_t>(row) * hv + h) * dv + j] : 0.0f;
 
   // q and k of the key head, L2-normalised (eps on the sum, as the reference), q also by 1/sqrt(dk).
   float qq = 0.0f, kk = 0.0f;
@@ -235,9 +250,9 @@ __global__ void __launch_bounds__(kStepThreads) gdn_recurrent_step_kernel(GatedD
   cluster.sync();  // the remote reads are done before any block exits
   const float mean_sq = total_sq / static_cast<float>(dv);
   if (!active || slice != 0) return;
-  const float act = shape.sigmoid_gate ? sigmoidf(gate) : gate * sigmoidf(gate);
-  out[(static_cast<size_t>(row) * hv + h) * dv + j] =
-      norm_w * (o * rsqrtf(mean_sq + shape.eps)) * act;
+  const float normed = norm_w * (o * rsqrtf(mean_sq + shape.eps));
+  // Without z the gate is applied by the output projection (GatedX), to this same product.
+  out[(static_cast<size_t>(row) * hv + h) * dv + j] = z ? normed * gate_act(shape.sigmoid_gate, gate) : normed;
 }
 
 }  // namespace
@@ -253,12 +268,23 @@ void launch_gdn_conv_step(const GatedDeltaNetShape& shape, const GatedDeltaNetWe
 void launch_gdn_in_proj_conv(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,
                              const uint16_t* in_proj, const float* x, int32_t n, int32_t k, float* conv_state, float* y,
                              cudaStream_t stream) {
-  if (shape.conv_kernel < 2 || shape.conv_kernel > kGdnMaxConvTaps || k % 8 != 0 || n < shape.conv_channels()) {
-    throw_invalid_launch("gdn in_proj + conv: conv kernel outside [2, 4], K % 8 != 0 or fewer outputs than conv channels");
+  if (shape.conv_kernel < 2 || shape.conv_kernel > kGdnMaxConvTaps || k % 8 != 0 ||
+      n < shape.conv_channels() + shape.value_heads * shape.value_dim) {
+    throw_invalid_launch("gdn in_proj + conv: conv kernel outside [2, 4], K % 8 != 0 or fewer outputs than conv channels + z");
   }
-  const int split = gemv_split(n, k);
-  launch_kernel(gdn_in_proj_conv_kernel, gemv_split_blocks(n, split), kGemvThreads, 0, stream, 1, in_proj, x, n, k, split,
-                w.conv1d, shape.conv_kernel, conv_state, shape.conv_channels(), y);
+  const int z_rows = shape.value_heads * shape.value_dim, computed = n - z_rows;
+  const int split = gemv_split(computed, k);
+  launch_kernel(gdn_in_proj_conv_kernel, gemv_split_blocks(computed, split), kGemvThreads, 0, stream, 1, in_proj, x,
+                computed, k, split, w.conv1d, shape.conv_kernel, conv_state, shape.conv_channels(), z_rows, y);
+}
+
+void launch_gdn_gate_act(const GatedDeltaNetShape& shape, const uint16_t* in_proj, const float* x, int32_t k,
+                         float* gate, cudaStream_t stream) {
+  if (k % 8 != 0) throw_invalid_launch("gdn gate act: K % 8 != 0");
+  const int n = shape.value_heads * shape.value_dim, split = gemv_split(n, k);
+  const uint16_t* z_rows = in_proj + static_cast<size_t>(shape.conv_channels()) * k;
+  launch_kernel(gdn_gate_act_kernel, gemv_split_blocks(n, split), kGemvThreads, 0, stream, 1, z_rows, x, n, k, split,
+                shape.sigmoid_gate, gate);
 }
 
 void launch_gdn_recurrent_step(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,

@@ -35,12 +35,21 @@ void launch_gdn_conv_step(const GatedDeltaNetShape& shape, const GatedDeltaNetWe
 constexpr int32_t kGdnMaxConvTaps = 4;
 
 // Decode (one row): y [n] = in_proj [n, k] . x with the conv step applied to y's first conv_channels outputs
-// (launch_gdn_conv_step fused into the projection). k % 8 == 0, n >= conv_channels.
+// (launch_gdn_conv_step fused into the projection), except the z rows [conv_channels, conv_channels + value_heads *
+// value_dim), which this kernel neither computes nor writes (launch_gdn_gate_act makes act(z) from them).
+// k % 8 == 0, n >= conv_channels + value_heads * value_dim.
 void launch_gdn_in_proj_conv(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,
                              const uint16_t* in_proj, const float* x, int32_t n, int32_t k, float* conv_state, float* y,
                              cudaStream_t stream);
 
-// z [rows, value_heads * value_dim], b and a [rows, value_heads]; recurrent [rows, value_heads, key_dim,
+// Decode (one row): gate [value_heads * value_dim] = act(z), z = in_proj's z rows . x, act sigmoid or silu; the
+// output projection multiplies it in (launch_gemv_bf16_hc_write's gate). It needs only x, so the decode step runs
+// it on a side branch at low priority, beside the in-projection and the recurrent step (forward.cpp).
+void launch_gdn_gate_act(const GatedDeltaNetShape& shape, const uint16_t* in_proj, const float* x, int32_t k,
+                         float* gate, cudaStream_t stream);
+
+// z [rows, value_heads * value_dim] or null (then out is the normed output before its gate: out * act(z) is the
+// gated output bit for bit), b and a [rows, value_heads]; recurrent [rows, value_heads, key_dim,
 // value_dim] fp32 is updated in place; out [rows, value_heads * value_dim] receives the gated-normed output.
 // Head dims up to 1024. A cluster of up to 8 blocks per (value head, row), each a share of the value columns
 // times key slices (up to 1024 threads).

@@ -80,12 +80,24 @@ inline unsigned gemv_split_blocks(int rows, int split) {
   return static_cast<unsigned>((rows + per_block - 1) / per_block);
 }
 
-// The kernel body: epilogue(row, acc, early) runs once per output row (row < n) with the full dots, where early =
+// Weight rows by output index: all of them in order.
+struct AllRows {
+  __device__ __forceinline__ int operator()(int row) const { return row; }
+};
+
+// Weight rows by output index with [from, from + count) left out (a part another kernel computes).
+struct SkipRows {
+  int from, count;
+  __device__ __forceinline__ int operator()(int row) const { return row < from ? row : row + count; }
+};
+
+// The kernel body: epilogue(row, acc, early) runs once per output row with the full dots, where early =
 // prepare(row) was called by the same thread as soon as its own dots were done (it has waited): loads the epilogue
-// needs go out there, before the split-K reduction, instead of after it.
-template <int Rows, class LoadX, class Prepare, class Epilogue>
+// needs go out there, before the split-K reduction, instead of after it. The n outputs are the weight rows
+// rows(0) .. rows(n - 1); prepare and epilogue get those weight row indices.
+template <int Rows, class LoadX, class Prepare, class Epilogue, class RowMap = AllRows>
 __device__ __forceinline__ void gemv_rows_prepared(const uint16_t* weight, int n, int k, int split, LoadX load_x,
-                                                   Prepare prepare, Epilogue epilogue) {
+                                                   Prepare prepare, Epilogue epilogue, RowMap rows = {}) {
   __shared__ float partial[kGemvWarps][Rows];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int per_block = kGemvWarps / split, part = warp % split;
@@ -93,16 +105,16 @@ __device__ __forceinline__ void gemv_rows_prepared(const uint16_t* weight, int n
   const int chunks = k / 8, per = (chunks + split - 1) / split;
   const int first = min(chunks, part * per), last = min(chunks, first + per);
   float acc[Rows];
-  if (row < n) bf16_row_dots_range<Rows>(weight + static_cast<size_t>(row) * k, first, last, load_x, acc);
+  if (row < n) bf16_row_dots_range<Rows>(weight + static_cast<size_t>(rows(row)) * k, first, last, load_x, acc);
   if (split == 1) {
-    if (row < n && lane == 0) epilogue(row, acc, prepare(row));
+    if (row < n && lane == 0) epilogue(rows(row), acc, prepare(rows(row)));
     return;
   }
   // warp 0's lanes finish the block's rows; warp 0 holds the block's first row, so it has waited
   const int t = static_cast<int>(threadIdx.x), out = blockIdx.x * per_block + t;
   const bool finisher = t < per_block && out < n;
   decltype(prepare(0)) early{};
-  if (finisher) early = prepare(out);
+  if (finisher) early = prepare(rows(out));
   if (row < n && lane == 0) {
 #pragma unroll
     for (int r = 0; r < Rows; ++r) partial[warp][r] = acc[r];
@@ -115,28 +127,29 @@ __device__ __forceinline__ void gemv_rows_prepared(const uint16_t* weight, int n
       sum[r] = 0.0f;
       for (int p = 0; p < split; ++p) sum[r] += partial[t * split + p][r];
     }
-    epilogue(out, sum, early);
+    epilogue(rows(out), sum, early);
   }
 }
 
 struct NoEarlyLoads {};
 
-// The output row this thread finishes in gemv_rows (its epilogue runs here), or -1: lane 0 of each warp without
+// The weight row this thread finishes in gemv_rows (its epilogue runs here), or -1: lane 0 of each warp without
 // split-K, warp 0's first lanes with it.
-__device__ __forceinline__ int gemv_finisher_row(int n, int split) {
+template <class RowMap = AllRows>
+__device__ __forceinline__ int gemv_finisher_row(int n, int split, RowMap rows = {}) {
   const int per_block = kGemvWarps / split, t = static_cast<int>(threadIdx.x);
-  const int row = split == 1 ? (t % kWarp == 0 ? blockIdx.x * per_block + t / kWarp : -1)
-                             : (t < per_block ? blockIdx.x * per_block + t : -1);
-  return row < n ? row : -1;
+  const int first = static_cast<int>(blockIdx.x) * per_block;
+  const int row = split == 1 ? (t % kWarp == 0 ? first + t / kWarp : -1) : (t < per_block ? first + t : -1);
+  return row >= 0 && row < n ? rows(row) : -1;
 }
 
 // gemv_rows_prepared with nothing to load early: epilogue(row, acc).
-template <int Rows, class LoadX, class Epilogue>
+template <int Rows, class LoadX, class Epilogue, class RowMap = AllRows>
 __device__ __forceinline__ void gemv_rows(const uint16_t* weight, int n, int k, int split, LoadX load_x,
-                                          Epilogue epilogue) {
+                                          Epilogue epilogue, RowMap rows = {}) {
   gemv_rows_prepared<Rows>(
       weight, n, k, split, load_x, [](int) { return NoEarlyLoads{}; },
-      [&](int row, const float (&acc)[Rows], NoEarlyLoads) { epilogue(row, acc); });
+      [&](int row, const float (&acc)[Rows], NoEarlyLoads) { epilogue(row, acc); }, rows);
 }
 
 // load_x for plain fp32 rows [Rows, k].
@@ -147,6 +160,19 @@ struct PlainX {
     const float4 x0 = *reinterpret_cast<const float4*>(x + static_cast<size_t>(r) * k + c);
     const float4 x1 = *reinterpret_cast<const float4*>(x + static_cast<size_t>(r) * k + c + 4);
     xv[0] = x0.x, xv[1] = x0.y, xv[2] = x0.z, xv[3] = x0.w, xv[4] = x1.x, xv[5] = x1.y, xv[6] = x1.z, xv[7] = x1.w;
+  }
+};
+
+// x[i] = x[i] * gate[i] for one row: an output gate applied where the GEMV reads its input.
+struct GatedX {
+  const float* x;
+  const float* gate;
+  __device__ __forceinline__ void operator()(int, int c, float (&xv)[8]) const {
+    PlainX{x, 0}(0, c, xv);
+    float gv[8];
+    PlainX{gate, 0}(0, c, gv);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) xv[i] *= gv[i];
   }
 };
 
