@@ -145,6 +145,26 @@ void run_case(const Case& t) {
                           d_attn.data(), nullptr);
   launch_gemv_bf16(o_proj.device.data(), d_attn.data(), 1, t.hidden, t.heads * hd, d_y.data(), nullptr);
   EXPECT_LE(max_rel_diff(d_y.download(), want), t.tolerance);
+
+  // Without a gate (the decode graph multiplies it in at the output projection) the kernel writes the attention
+  // output before its gate: times sigmoid(gate), the gated output within ~8 ulps per element (the device's expf is
+  // within 2 ulps of std::exp; a gate missing or applied twice is off by O(1)).
+  DeviceBuffer<float> d_plain(static_cast<size_t>(t.heads) * hd);
+  launch_attention_decode(pages_desc, d_qg.data(), /*gate=*/nullptr, 2 * hd, d_pos.data(),
+                          t.qsa ? d_sel.data() : nullptr, t.qsa ? d_count.data() : nullptr,
+                          static_cast<int32_t>(selected.size()), 1, t.heads, t.kv_heads, hd, d_workspace.data(),
+                          d_plain.data(), nullptr);
+  const std::vector<float> qg = d_qg.download(), gated = d_attn.download(), plain = d_plain.download();
+  double worst = 0.0;
+  for (int h = 0; h < t.heads; ++h) {
+    for (int i = 0; i < hd; ++i) {
+      const size_t at = static_cast<size_t>(h) * hd + i;
+      const float act = 1.0f / (1.0f + std::exp(-qg[static_cast<size_t>(h) * 2 * hd + hd + i]));
+      const double want_gated = gated[at], got = static_cast<double>(plain[at] * act);
+      worst = std::max(worst, std::abs(got - want_gated) / std::max(1e-30, std::abs(want_gated)));
+    }
+  }
+  EXPECT_LE(worst, 1e-6);
 }
 
 // fp32 pages: only summation order differs (1e-5). bf16 pages: the new token's own K/V is rounded on the

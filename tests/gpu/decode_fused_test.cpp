@@ -1,6 +1,7 @@
 // The fused decode tails against their CPU twins on fresh random inputs: an output projection (with or without
 // an output gate on its input) written straight into the hyper-connection streams, the GDN in-projection with its
-// conv step and the output gate made beside it, and the shared expert (swiglu, down projection, sigmoid gate)
+// conv step and the output gate made beside it, the attention in-projection apart from its gate halves, and the
+// shared expert (swiglu, down projection, sigmoid gate)
 // added to the routed experts' sum and written into the streams.
 #include <gtest/gtest.h>
 
@@ -39,6 +40,40 @@ TEST(GpuDecodeFused, ProjectionIntoStreamsMatchesCpu) {
       // fp32 both sides, the dot summed in another order: 1e-5 of the stream's scale.
       EXPECT_LE(max_rel_diff(dstream.download(), want), 1e-5) << streams << " x " << d << " x " << k << " gated " << gated;
     }
+  }
+}
+
+// The attention in-projection [q_h | gate_h per head, then k, v, indexer] in two parts: every row but the gate
+// halves at its place (the gate halves untouched: a sentinel here), and sigmoid of the gate halves alone.
+TEST(GpuDecodeFused, AttentionInProjectionApartFromItsGateHalvesMatchesCpu) {
+  for (auto [heads, hd, rest, k] : {std::tuple{24, 256, 1664, 2560}, {3, 16, 40, 64}}) {
+    const int n = heads * 2 * hd + rest;
+    Bf16Weight w({n, k}, 0.05f);
+    const std::vector<float> x = random_floats(static_cast<size_t>(k));
+    std::vector<float> all(static_cast<size_t>(n));
+    cpu::linear(&w.info, x.data(), 1, all.data());
+    std::vector<float> want, want_gate;
+    std::vector<bool> is_gate(static_cast<size_t>(n), false);
+    for (int h = 0; h < heads; ++h) {
+      for (int i = 0; i < hd; ++i) {
+        const float g = all[static_cast<size_t>(h) * 2 * hd + hd + i];
+        want_gate.push_back(1.0f / (1.0f + std::exp(-g)));
+        is_gate[static_cast<size_t>(h) * 2 * hd + hd + i] = true;
+      }
+    }
+    for (int r = 0; r < n; ++r) {
+      if (!is_gate[static_cast<size_t>(r)]) want.push_back(all[static_cast<size_t>(r)]);
+    }
+    DeviceBuffer<float> dx(x), dy(std::vector<float>(static_cast<size_t>(n), 12345.0f)), dgate(want_gate.size());
+    launch_gemv_bf16_without_gates(w.device.data(), dx.data(), n, k, heads, hd, dy.data(), nullptr);
+    launch_gemv_bf16_gate_halves(w.device.data(), dx.data(), k, heads, hd, dgate.data(), nullptr);
+    const std::vector<float> y = dy.download();
+    std::vector<float> got, got_gate_slots;
+    for (int r = 0; r < n; ++r) (is_gate[static_cast<size_t>(r)] ? got_gate_slots : got).push_back(y[static_cast<size_t>(r)]);
+    EXPECT_EQ(got_gate_slots, std::vector<float>(want_gate.size(), 12345.0f)) << heads << " heads";
+    // fp32 both sides, the dots in another order (expf vs std::exp for the gate): 1e-5 of the scale.
+    EXPECT_LE(max_rel_diff(got, want), 1e-5) << heads << " heads";
+    EXPECT_LE(max_rel_diff(dgate.download(), want_gate), 1e-5) << heads << " heads";
   }
 }
 

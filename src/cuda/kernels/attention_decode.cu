@@ -515,7 +515,7 @@ __global__ void __launch_bounds__(kCombineThreads) attention_decode_combine_kern
   phase(1, 2);
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= hd) return;
-  const float g = gate[(static_cast<size_t>(row) * heads + head) * head_stride + i];
+  const float g = gate ? gate[(static_cast<size_t>(row) * heads + head) * head_stride + i] : 0.0f;
   // Every split's accumulator loaded before any is added, unconditionally (the workspace holds all splits; an
   // empty split's stale words are never added): batches of 16 behind a branch on each weight were one dependent
   // L2 round trip per batch, five at 1K context (~66 splits). The sum still runs in split order.
@@ -529,7 +529,8 @@ __global__ void __launch_bounds__(kCombineThreads) attention_decode_combine_kern
   for (int s = 0; s < kMaxSplits; ++s) {
     if (s < splits && weight_s[s] != 0.0f) sum += weight_s[s] * a[s];
   }
-  out[(static_cast<size_t>(row) * heads + head) * hd + i] = sum / total_s * (1.0f / (1.0f + expf(-g)));
+  const float mean = sum / total_s;  // without a gate, the output projection multiplies it in (GatedX)
+  out[(static_cast<size_t>(row) * heads + head) * hd + i] = gate ? mean * (1.0f / (1.0f + expf(-g))) : mean;
   phase(1, 3);
 }
 

@@ -66,7 +66,8 @@ void launch_attention_decode_prep(const DecodePrep& prep, cudaStream_t stream);
 // out [rows, heads * head_dim] = sigmoid(gate) * softmax(q k^T / sqrt(head_dim)) v over tokens
 // 0..positions[row] (selected == nullptr) or over selected[row, 0..selected_count[row]), a sorted list of
 // distinct tokens <= positions[row] (as launch_qsa_select writes it; a list of all of them is not read). Query
-// and gate head (row, h) start at q / gate + (row * heads + h) * head_stride.
+// and gate head (row, h) start at q / gate + (row * heads + h) * head_stride. gate may be null: then out is the
+// attention output before its gate (the decode graph multiplies sigmoid(gate) in at the output projection).
 // Flash-decoding: each (row, KV head) splits its token list over a fixed number of blocks chosen here from
 // rows * heads (the count is read on the device, so a captured graph replays at any length); each block
 // serves all query heads of its GQA group from one K/V load (16-byte loads when head_dim is a multiple of 8

@@ -44,6 +44,30 @@ __global__ void gemv_bf16_hc_write_kernel(const uint16_t* weight, LoadX load_x, 
       });
 }
 
+// Attention in-projection rows [q_h | gate_h] per head, then the rest: the q halves and the rest (offset 0), or
+// the gate halves only (offset hd).
+struct HeadHalves {
+  int hd, heads, offset;
+  __device__ __forceinline__ int operator()(int r) const {
+    return r < heads * hd ? (r / hd) * 2 * hd + offset + r % hd : r + heads * hd;
+  }
+};
+
+__global__ void gemv_bf16_without_gates_kernel(const uint16_t* weight, const float* x, int n, int k, int split,
+                                               HeadHalves rows, float* y) {
+  pdl_trigger();  // weights first: the dots wait before they read x
+  gemv_rows<1>(weight, n, k, split, PlainX{x, k}, [&](int row, const float (&acc)[1]) { y[row] = acc[0]; }, rows);
+}
+
+__global__ void gemv_bf16_gate_halves_kernel(const uint16_t* weight, const float* x, int n, int k, int split,
+                                             HeadHalves rows, float* act) {
+  pdl_trigger();
+  gemv_rows<1>(weight, n, k, split, PlainX{x, k}, [&](int row, const float (&acc)[1]) {
+    const int head = row / (2 * rows.hd);
+    act[head * rows.hd + row % (2 * rows.hd) - rows.hd] = sigmoidf(acc[0]);
+  }, rows);
+}
+
 template <int Rows>
 void launch_rows(const uint16_t* weight, const float* x, int32_t n, int32_t k, float* y, cudaStream_t stream) {
   const int split = gemv_split(n, k);
@@ -168,6 +192,24 @@ void launch_gemv_bf16_hc_write(const uint16_t* weight, const float* x, const flo
     launch_kernel(gemv_bf16_hc_write_kernel<PlainX>, gemv_split_blocks(n, split), kGemvThreads, 0, stream, 1, weight,
                   PlainX{x, k}, n, k, split, inject, streams, stream_row);
   }
+}
+
+void launch_gemv_bf16_without_gates(const uint16_t* weight, const float* x, int32_t n, int32_t k, int32_t heads,
+                                    int32_t head_dim, float* y, cudaStream_t stream) {
+  if (k % 8 != 0 || heads < 1 || head_dim < 1 || n < 2 * heads * head_dim) {
+    throw_invalid_launch("gemv_bf16_without_gates: K % 8 != 0 or fewer rows than the query and gate heads");
+  }
+  const int computed = n - heads * head_dim, split = gemv_split(computed, k);
+  launch_kernel(gemv_bf16_without_gates_kernel, gemv_split_blocks(computed, split), kGemvThreads, 0, stream, 1, weight, x,
+                computed, k, split, HeadHalves{head_dim, heads, 0}, y);
+}
+
+void launch_gemv_bf16_gate_halves(const uint16_t* weight, const float* x, int32_t k, int32_t heads, int32_t head_dim,
+                                  float* act, cudaStream_t stream) {
+  if (k % 8 != 0 || heads < 1 || head_dim < 1) throw_invalid_launch("gemv_bf16_gate_halves: K % 8 != 0 or no heads");
+  const int n = heads * head_dim, split = gemv_split(n, k);
+  launch_kernel(gemv_bf16_gate_halves_kernel, gemv_split_blocks(n, split), kGemvThreads, 0, stream, 1, weight, x, n, k,
+                split, HeadHalves{head_dim, heads, head_dim}, act);
 }
 
 void launch_rms_norm(const float* x, const uint16_t* weight, int32_t rows, int32_t width, int32_t group, float eps,
