@@ -156,7 +156,7 @@ void CudaEngine::step(SequenceStateDevice& sequence, int32_t token) {
       throw;
     }
     IMP_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-    // Node priorities as launched (launch.h's LaunchPriority): the GDN gates' side branch yields to the main chain.
+    // Node priorities as launched (launch.h's LaunchPriority): the output gates' side branch yields to the main chain.
     const cudaError_t status = cudaGraphInstantiate(&sequence.graph, graph, cudaGraphInstantiateFlagUseNodePriority);
     cudaGraphDestroy(graph);
     IMP_CUDA_CHECK(status);

@@ -254,7 +254,7 @@ void enqueue_decode_step(const DeviceModel& model, const KvCache& kv, SequenceSt
   const int32_t* token = sequence.step_token.data();
   const int32_t* position = sequence.step_position.data();
   const PdlScope pdl;  // each kernel's launch overlaps the previous one's tail (launch.h)
-  const LaunchPriority critical(ws.priority_high);  // all but the GDN gates' side branch
+  const LaunchPriority critical(ws.priority_high);  // all but the output gates' side branch
 
   // The first PLE layer's token half on the side branch, beside the layers before it (~30 us of dependent kernels
   // off the step's critical path); it joins before that layer's stream half. Later PLE layers (none in the

@@ -14,8 +14,8 @@
 namespace imp::cuda {
 
 // A second stream and its fork / join events: a side branch of the decode step, joined into the captured graph by
-// the events (the first PLE layer's token-only half beside the layers before it; each GDN layer's output gate
-// beside its in-projection and recurrent step).
+// the events (the first PLE layer's token-only half beside the layers before it; each GDN or attention layer's
+// output gate beside the rest of its in-projection and the kernels after it).
 struct SideBranch {
   SideBranch();
   ~SideBranch();
@@ -35,7 +35,7 @@ struct DecodeWorkspace {
   DeviceBuffer<float> x, y;       // [d]
   DeviceBuffer<float> proj;       // the widest stacked input projection's output
   DeviceBuffer<float> core;       // [max(value_dim, heads * hd)]
-  DeviceBuffer<float> gate;       // [value_dim]: a GDN layer's act(z)
+  DeviceBuffer<float> gate;       // [max(value_dim, heads * hd)]: a GDN layer's act(z), an attention layer's sigmoid(gate)
   DeviceBuffer<float> attention_partials;  // launch_attention_decode's split partials
   DeviceBuffer<float> qsa_scores;
   DeviceBuffer<int32_t> qsa_selected, qsa_count;
@@ -46,9 +46,9 @@ struct DecodeWorkspace {
   DeviceBuffer<float> ple_emb, ple_key_value, ple_query, ple_gated, ple_normed;
   DeviceBuffer<float> logits;       // [vocab]
   int32_t max_selected = 0;
-  int priority_low = 0, priority_high = 0;  // the device's stream priority range: the GDN gates, everything else
+  int priority_low = 0, priority_high = 0;  // the device's stream priority range: the output gates, everything else
   SideBranch side;       // PLE
-  SideBranch gate_side;  // GDN output gates
+  SideBranch gate_side;  // output gates
 };
 
 // Enqueues one decode step of `sequence` on `stream` (graph-capturable).
