@@ -44,11 +44,25 @@ void hyper_connection_read(const model::ModelConfig& c, const HyperConnectionDev
                         ws.x.data(), stream);
 }
 
-// The mixer's output projection, written straight into the streams (cpu::hyper_connection_write): ws.core (times
-// gate, when not null) -> ws.stream, with the inject weights of this block's read.
-void out_projection_hc_write(const model::ModelConfig& c, const DenseWeight& w, const float* gate, DecodeWorkspace& ws,
-                             cudaStream_t stream) {
-  launch_gemv_bf16_hc_write(w.data, ws.core.data(), gate, w.rows, w.cols, ws.low.data() + c.hc_lowrank,
+// A mixer's output gate, made by launch(side stream) into ws.gate on the gate branch: forked once x is final, at low
+// priority, so its GEMV fills what the main chain leaves idle (the main chain's blocks go first).
+template <class Launch>
+void launch_on_gate_branch(DecodeWorkspace& ws, cudaStream_t stream, Launch launch) {
+  IMP_CUDA_CHECK(cudaEventRecord(ws.gate_side.fork, stream));
+  IMP_CUDA_CHECK(cudaStreamWaitEvent(ws.gate_side.stream, ws.gate_side.fork, 0));
+  {
+    const LaunchPriority background(ws.priority_low);
+    launch(ws.gate_side.stream);
+  }
+  IMP_CUDA_CHECK(cudaEventRecord(ws.gate_side.join, ws.gate_side.stream));
+}
+
+// The mixer's output projection, written straight into the streams (cpu::hyper_connection_write): ws.core times
+// the gate branch's ws.gate (joined here) -> ws.stream, with the inject weights of this block's read.
+void gated_out_projection_hc_write(const model::ModelConfig& c, const DenseWeight& w, DecodeWorkspace& ws,
+                                   cudaStream_t stream) {
+  IMP_CUDA_CHECK(cudaStreamWaitEvent(stream, ws.gate_side.join, 0));
+  launch_gemv_bf16_hc_write(w.data, ws.core.data(), ws.gate.data(), w.rows, w.cols, ws.low.data() + c.hc_lowrank,
                             static_cast<int32_t>(c.hc_count), ws.stream.data(), stream);
 }
 
@@ -87,13 +101,9 @@ void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, 
   // recurrent step, whose blocks go first. The output projection applies it. Measured (H200, session 13): 214.5 ->
   // 217.3 tok/s at 1K; the same kernels in one chain (z after the recurrent step, or in extra blocks of it) lost:
   // the recurrent step's loads then queue behind z's.
-  IMP_CUDA_CHECK(cudaEventRecord(ws.gate_side.fork, stream));
-  IMP_CUDA_CHECK(cudaStreamWaitEvent(ws.gate_side.stream, ws.gate_side.fork, 0));
-  {
-    const LaunchPriority background(ws.priority_low);
-    launch_gdn_gate_act(shape, g.in_proj.data, ws.x.data(), g.in_proj.cols, ws.gate.data(), ws.gate_side.stream);
-  }
-  IMP_CUDA_CHECK(cudaEventRecord(ws.gate_side.join, ws.gate_side.stream));
+  launch_on_gate_branch(ws, stream, [&](cudaStream_t side) {
+    launch_gdn_gate_act(shape, g.in_proj.data, ws.x.data(), g.in_proj.cols, ws.gate.data(), side);
+  });
   // [qkv | (z) | b | a], the conv step applied to qkv.
   launch_gdn_in_proj_conv(shape, g.small, g.in_proj.data, ws.x.data(), g.in_proj.rows, g.in_proj.cols,
                           state.gdn_conv.data(), ws.proj.data(), stream);
@@ -102,8 +112,7 @@ void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, 
   const float* a = b + c.linear_num_value_heads;
   launch_gdn_recurrent_step(shape, g.small, mixed, /*z=*/nullptr, b, a, state.gdn_recurrent.data(), ws.core.data(), 1,
                             stream);
-  IMP_CUDA_CHECK(cudaStreamWaitEvent(stream, ws.gate_side.join, 0));
-  out_projection_hc_write(c, g.out_proj, ws.gate.data(), ws, stream);
+  gated_out_projection_hc_write(c, g.out_proj, ws, stream);
 }
 
 // Gated attention with q/k norm, partial RoPE, paged KV and (when configured) QSA: ws.x -> the streams.
@@ -114,13 +123,9 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
   const float eps = static_cast<float>(c.rms_norm_eps);
   // The output gate's halves of the in-projection (31.5 MB of the released 71.4) on the side branch at low priority,
   // as GDN's act(z): beside the rest of the in-projection, prep, QSA and attention (decode +0.5%, session 13).
-  IMP_CUDA_CHECK(cudaEventRecord(ws.gate_side.fork, stream));
-  IMP_CUDA_CHECK(cudaStreamWaitEvent(ws.gate_side.stream, ws.gate_side.fork, 0));
-  {
-    const LaunchPriority background(ws.priority_low);
-    launch_gemv_bf16_gate_halves(a.in_proj.data, ws.x.data(), a.in_proj.cols, heads, hd, ws.gate.data(), ws.gate_side.stream);
-  }
-  IMP_CUDA_CHECK(cudaEventRecord(ws.gate_side.join, ws.gate_side.stream));
+  launch_on_gate_branch(ws, stream, [&](cudaStream_t side) {
+    launch_gemv_bf16_gate_halves(a.in_proj.data, ws.x.data(), a.in_proj.cols, heads, hd, ws.gate.data(), side);
+  });
   // [q|(gate) per head, k, v, indexer qk]
   launch_gemv_bf16_without_gates(a.in_proj.data, ws.x.data(), a.in_proj.rows, a.in_proj.cols, heads, hd, ws.proj.data(),
                                  stream);
@@ -166,8 +171,7 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
   // After launch_qsa_select the queries, pages and position are final when the attention kernel starts.
   launch_attention_decode(pages, qg, /*gate=*/nullptr, 2 * hd, position, selected, count, ws.max_selected, 1, heads, kv_heads, hd,
                           ws.attention_partials.data(), ws.core.data(), stream, /*inputs_final_at_launch=*/c.has_qsa);
-  IMP_CUDA_CHECK(cudaStreamWaitEvent(stream, ws.gate_side.join, 0));
-  out_projection_hc_write(c, a.o_proj, ws.gate.data(), ws, stream);
+  gated_out_projection_hc_write(c, a.o_proj, ws, stream);
 }
 
 // Sparse MoE with the shared expert (cpu::moe_block): ws.x -> the streams.

@@ -28,8 +28,7 @@ __global__ void gemv_bf16_kernel(const uint16_t* weight, const float* x, int n, 
 }
 
 // The projection's output goes straight into the hyper-connection streams (cpu::hyper_connection_write).
-template <class LoadX>
-__global__ void gemv_bf16_hc_write_kernel(const uint16_t* weight, LoadX load_x, int n, int k, int split,
+__global__ void gemv_bf16_hc_write_kernel(const uint16_t* weight, GatedX load_x, int n, int k, int split,
                                           const float* inject, int streams, float* stream_row) {
   pdl_trigger();  // weights first: the dots wait before they read x
   gemv_rows_prepared<1>(
@@ -181,17 +180,12 @@ void launch_gemv_bf16(const uint16_t* weight, const float* x, int32_t rows, int3
 
 void launch_gemv_bf16_hc_write(const uint16_t* weight, const float* x, const float* gate, int32_t n, int32_t k,
                                const float* inject, int32_t streams, float* stream_row, cudaStream_t stream) {
-  if (k % 8 != 0 || streams < 1 || streams > kMaxHcStreams) {
-    throw_invalid_launch("gemv_bf16_hc_write: K % 8 != 0 or streams outside [1, 8]");
+  if (k % 8 != 0 || streams < 1 || streams > kMaxHcStreams || gate == nullptr) {
+    throw_invalid_launch("gemv_bf16_hc_write: K % 8 != 0, streams outside [1, 8] or no gate");
   }
   const int split = gemv_split(n, k);
-  if (gate) {
-    launch_kernel(gemv_bf16_hc_write_kernel<GatedX>, gemv_split_blocks(n, split), kGemvThreads, 0, stream, 1, weight,
-                  GatedX{x, gate}, n, k, split, inject, streams, stream_row);
-  } else {
-    launch_kernel(gemv_bf16_hc_write_kernel<PlainX>, gemv_split_blocks(n, split), kGemvThreads, 0, stream, 1, weight,
-                  PlainX{x, k}, n, k, split, inject, streams, stream_row);
-  }
+  launch_kernel(gemv_bf16_hc_write_kernel, gemv_split_blocks(n, split), kGemvThreads, 0, stream, 1, weight,
+                GatedX{x, gate}, n, k, split, inject, streams, stream_row);
 }
 
 void launch_gemv_bf16_without_gates(const uint16_t* weight, const float* x, int32_t n, int32_t k, int32_t heads,

@@ -13,9 +13,9 @@ namespace imp::cuda {
 void launch_gemv_bf16(const uint16_t* weight, const float* x, int32_t rows, int32_t n, int32_t k, float* y,
                       cudaStream_t stream);
 
-// Decode (one row) projection written into the hyper-connection streams instead of to a vector:
-// stream_row[s * n + i] += inject[s] * (W x')[i] for s < streams (cpu::hyper_connection_write of W x'), where
-// x' = x, or x' = x * gate elementwise when gate is not null (an output gate made beside the block: GDN's act(z)).
+// Decode (one row) output projection written into the hyper-connection streams instead of to a vector:
+// stream_row[s * n + i] += inject[s] * (W (x * gate))[i] for s < streams (cpu::hyper_connection_write of W applied to
+// x times gate elementwise: the mixer's output gate, made beside it, GDN's act(z) or attention's sigmoid(gate)).
 void launch_gemv_bf16_hc_write(const uint16_t* weight, const float* x, const float* gate, int32_t n, int32_t k,
                                const float* inject, int32_t streams, float* stream_row, cudaStream_t stream);
 

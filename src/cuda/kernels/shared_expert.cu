@@ -53,5 +53,4 @@ void launch_swiglu_gated(const float* gate, const float* up, int32_t in_stride, 
                 gate, up, in_stride, inter, gate_logit, act);
 }
 
-
 }  // namespace imp::cuda
