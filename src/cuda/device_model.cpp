@@ -52,7 +52,7 @@ struct DeviceModel::Builder {
       launch_fill_bf16(buffer.data(), count, seed++, mean, std, nullptr);
     }
     model.device_bytes_ += count * 2;
-    DenseWeight result{buffer.data(), static_cast<int32_t>(rows), static_cast<int32_t>(cols)};
+    DenseWeight result{buffer.data(), static_cast<int32_t>(rows), static_cast<int32_t>(cols), {}};
     model.dense_storage_.push_back(std::move(buffer));
     return result;
   }
@@ -74,7 +74,7 @@ struct DeviceModel::Builder {
     if (model.dense_storage_.empty() || model.dense_storage_.back().data() != w.data) fail("internal: repeated_columns of an older matrix");
     model.dense_storage_.pop_back();
     model.device_bytes_ += static_cast<uint64_t>(w.rows) * row_bytes;
-    DenseWeight result{buffer.data(), w.rows, 2 * w.cols};
+    DenseWeight result{buffer.data(), w.rows, 2 * w.cols, {}};
     model.dense_storage_.push_back(std::move(buffer));
     return result;
   }
@@ -341,6 +341,53 @@ uint64_t DeviceModel::decode_bytes_per_token() const {
     if (l.ple) bytes += static_cast<uint64_t>(c.ngram_heads()) * static_cast<uint64_t>(l.ple->table.head_dim) * (l.ple->table.fp8 ? 1 : 2);
   }
   return bytes;
+}
+
+namespace {
+
+// The rows build_low_term_weights copies (see there): f(weight, first row, end row).
+template <typename Layers, typename F>
+void for_each_low_term_weight(const model::ModelConfig& c, Layers& layers, F f) {
+  const int32_t qkv_rows = static_cast<int32_t>(c.num_attention_heads * 2 * c.head_dim + 2 * c.num_key_value_heads * c.head_dim);
+  const int32_t experts = static_cast<int32_t>(c.num_experts);
+  const int32_t shared_rows = static_cast<int32_t>(2 * c.shared_expert_intermediate_size);
+  for (auto& l : layers) {
+    if (l.gdn) {
+      f(l.gdn->in_proj, 0, l.gdn->in_proj.rows);
+      f(l.gdn->out_proj, 0, l.gdn->out_proj.rows);
+    }
+    if (l.attention) {
+      f(l.attention->in_proj, 0, qkv_rows);  // the indexer's rows follow
+      f(l.attention->o_proj, 0, l.attention->o_proj.rows);
+    }
+    f(l.moe.in_proj, experts, experts + shared_rows);  // after the router, before the shared expert's gate logit
+    f(l.moe.shared_down, 0, l.moe.shared_down.rows);
+  }
+}
+
+}  // namespace
+
+uint64_t DeviceModel::low_term_weight_bytes() const {
+  uint64_t bytes = 0;
+  for_each_low_term_weight(config_, layers_, [&](const DenseWeight& w, int32_t first, int32_t end) {
+    bytes += static_cast<uint64_t>(end - first) * (static_cast<uint64_t>(w.cols) + 4);
+  });
+  return bytes;
+}
+
+void DeviceModel::build_low_term_weights() {
+  if (has_low_term_weights()) return;
+  for_each_low_term_weight(config_, layers_, [&](DenseWeight& w, int32_t first, int32_t end) {
+    const size_t rows = static_cast<size_t>(end - first), cols = static_cast<size_t>(w.cols);
+    DeviceBuffer<uint8_t> codes(rows * cols);
+    DeviceBuffer<float> scales(rows);
+    launch_quantize_rows_e4m3(w.data + static_cast<size_t>(first) * cols, end - first, w.cols, codes.data(), scales.data(),
+                              nullptr);
+    w.low8 = {{codes.data(), scales.data()}, first, end};
+    low8_codes_.push_back(std::move(codes));
+    low8_scales_.push_back(std::move(scales));
+  });
+  IMP_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 }  // namespace imp::cuda

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cuda/kernels/gated_delta_net.h"
+#include "cuda/kernels/gemm_bf16_split.h"
 #include "cuda/kernels/ngram_hash.h"
 #include "cuda/kernels/ple.h"
 #include "cuda/memory/device_buffer.h"
@@ -22,11 +23,18 @@
 
 namespace imp::cuda {
 
+// An E4M3 copy of rows [first, end) of a DenseWeight for prefill's FP8 low term (codes.data: row `first`), or empty.
+struct Fp8Copy {
+  Fp8Rows codes;
+  int32_t first = 0, end = 0;
+};
+
 // A BF16 matrix [rows, cols] (or a vector: rows = 1) in device memory.
 struct DenseWeight {
   const uint16_t* data = nullptr;
   int32_t rows = 0;
   int32_t cols = 0;
+  Fp8Copy low8;  // DeviceModel::build_low_term_weights
 };
 
 struct HyperConnectionDevice {
@@ -101,6 +109,16 @@ class DeviceModel {
   uint64_t decode_bytes_per_token() const;
   uint64_t device_bytes() const { return device_bytes_; }
 
+  // E4M3 copies (one scale per row) of the prefill GEMMs' weights with a low term worth it: the GDN input and
+  // output projections, the attention query/key/value and output projections, the shared expert's gate | up and
+  // down projections. With them the low term of those split-bf16 GEMMs runs in FP8 (launch_gemm_bf16_split):
+  // ~2^-12 of the product instead of ~2^-16. Not the rows whose outputs feed a top-k choice (the router, the QSA
+  // indexer): with them, near-tied choices flipped on 5 of 8 golden fixtures (long_sparse 0.337 of HF). The
+  // engine builds them when its memory plan has room; their bytes first.
+  uint64_t low_term_weight_bytes() const;
+  void build_low_term_weights();
+  bool has_low_term_weights() const { return !low8_codes_.empty(); }
+
  private:
   struct Builder;
   explicit DeviceModel(const model::ModelConfig& config) : config_(config) {}
@@ -112,6 +130,8 @@ class DeviceModel {
   HyperConnectionDevice mixer_;
   DeviceBuffer<float> inv_freq_;
   std::vector<DeviceBuffer<uint16_t>> dense_storage_;
+  std::vector<DeviceBuffer<uint8_t>> low8_codes_;
+  std::vector<DeviceBuffer<float>> low8_scales_;
   std::vector<void*> pinned_tables_;  // cudaHostAlloc'd PLE tables
   uint64_t device_bytes_ = 0;
 };

@@ -71,10 +71,28 @@ CudaEngine::CudaEngine(const std::filesystem::path& model_dir, const runtime::En
   sample_params_ = DeviceBuffer<SampleParams>(1);
   sampled_token_ = DeviceBuffer<int32_t>(1);
 
+  // Prefill's FP8 low-term weights (DeviceModel::build_low_term_weights) when they take at most a tenth of what is
+  // free after the weights: pp 4096 3.5% faster at the released shape, for 2.7 GiB that would otherwise hold KV pages.
+  size_t free_bytes = 0, total_bytes = 0;
+  IMP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  const uint64_t low8_bytes = model_->low_term_weight_bytes();
+  if (low8_bytes <= free_bytes / 10) {
+    model_->build_low_term_weights();
+    log::info("prefill low-term weights: E4M3 copies of the GDN, attention and shared-expert projections (not the "
+              "router's or the indexer's rows), {:.2f} GiB "
+              "({:.1f}% of the {:.2f} GiB free after the weights, at most 10%): the low term of their split-bf16 GEMMs "
+              "runs in FP8",
+              static_cast<double>(low8_bytes) / kGiB, 100.0 * static_cast<double>(low8_bytes) / static_cast<double>(free_bytes),
+              static_cast<double>(free_bytes) / kGiB);
+  } else {
+    log::info("prefill low-term weights: not built ({:.2f} GiB would exceed 10% of the {:.2f} GiB free after the "
+              "weights): the split-bf16 GEMMs keep their bf16 low term",
+              static_cast<double>(low8_bytes) / kGiB, static_cast<double>(free_bytes) / kGiB);
+  }
+
   // Memory plan, within 90% of what is free after the weights: the context length; the fixed state of up to 16
   // sequences; a prefill workspace of at most a quarter of the rest; KV pages for up to 16 full-context
   // sequences from what remains (at least one).
-  size_t free_bytes = 0, total_bytes = 0;
   IMP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   context_ = options.max_context > 0 ? options.max_context : std::min(config_.max_position_embeddings, kDefaultContextCap);
   const int32_t layers = attention_layers(config_);

@@ -44,7 +44,20 @@ SplitActivations split(const float* x, int32_t tokens, int64_t k, PrefillWorkspa
 // y = x . W^T for rows [first_row, first_row + rows) of a stacked weight.
 void gemm_rows(const DenseWeight& w, int64_t first_row, int64_t rows, const SplitActivations& x, float* y,
                cudaStream_t stream, bool accumulate = false) {
-  launch_gemm_bf16_split(x, w.data + first_row * w.cols, static_cast<int32_t>(rows), y, stream, accumulate);
+  // The FP8 low term where the rows have an E4M3 copy (DeviceModel::build_low_term_weights).
+  const Fp8Copy& copy = w.low8;
+  const int64_t at = first_row - copy.first;
+  const Fp8Rows low8 = copy.codes.data != nullptr && at >= 0 && first_row + rows <= copy.end
+                           ? Fp8Rows{copy.codes.data + at * w.cols, copy.codes.scales + at}
+                           : Fp8Rows{};
+  launch_gemm_bf16_split(x, w.data + first_row * w.cols, static_cast<int32_t>(rows), y, stream, accumulate, low8);
+}
+
+// x with its low term as E4M3 rows in ws.lo8 when the model has FP8 low-term weights (the next GEMMs over rows
+// with an E4M3 copy run that term in FP8; the rows stay until the next with_low8). Only for such GEMMs: the
+// quantization is a pass over x.
+SplitActivations with_low8(const SplitActivations& x, PrefillWorkspace& ws, cudaStream_t stream) {
+  return ws.lo8.size() == 0 ? x : launch_low_term_fp8(x, ws.lo8.data(), ws.lo8_scales.data(), stream);
 }
 void gemm(const DenseWeight& w, const SplitActivations& x, float* y, cudaStream_t stream) {
   gemm_rows(w, 0, w.rows, x, y, stream);
@@ -132,7 +145,7 @@ void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, 
                      PrefillWorkspace& ws, int32_t T, cudaStream_t stream) {
   const GatedDeltaNetShape shape = gdn_shape(c);
   const int64_t conv = c.gdn_conv_dim(), vd = c.gdn_value_dim(), hv = c.linear_num_value_heads;
-  const SplitActivations x = x_terms(c, T, ws);
+  const SplitActivations x = with_low8(x_terms(c, T, ws), ws, stream);
   gemm_rows(g.in_proj, 0, conv, x, ws.mixed.data(), stream);
   gemm_rows(g.in_proj, conv, vd, x, ws.z.data(), stream);
   gemm_rows(g.in_proj, conv + vd, hv, x, ws.b.data(), stream);
@@ -156,7 +169,7 @@ void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, 
     }
     core = split(ws.core.data(), T, vd, ws, stream);
   }
-  gemm(g.out_proj, core, ws.y.data(), stream);
+  gemm(g.out_proj, with_low8(core, ws, stream), ws.y.data(), stream);
 }
 
 void attention(const model::ModelConfig& c, const DeviceModel& model, const AttentionDevice& a, const KvCache& kv,
@@ -166,10 +179,11 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
   const int32_t hd = static_cast<int32_t>(c.head_dim), kv_width = kv_heads * hd, rot = static_cast<int32_t>(c.rotary_dim());
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t q_rows = int64_t{heads} * 2 * hd;
-  const SplitActivations x = x_terms(c, T, ws);  // also for the indexer below
-  gemm_rows(a.in_proj, 0, q_rows, x, ws.qg.data(), stream);
-  gemm_rows(a.in_proj, q_rows, kv_width, x, ws.k.data(), stream);
-  gemm_rows(a.in_proj, q_rows + kv_width, kv_width, x, ws.v.data(), stream);
+  const SplitActivations x = x_terms(c, T, ws);  // also for the indexer below (its rows have no E4M3 copy)
+  const SplitActivations x8 = with_low8(x, ws, stream);
+  gemm_rows(a.in_proj, 0, q_rows, x8, ws.qg.data(), stream);
+  gemm_rows(a.in_proj, q_rows, kv_width, x8, ws.k.data(), stream);
+  gemm_rows(a.in_proj, q_rows + kv_width, kv_width, x8, ws.v.data(), stream);
   const int32_t* positions = ws.positions.data();
   launch_head_norm_rope(ws.qg.data(), 2 * hd, a.q_norm.data, T, heads, hd, rot, positions, model.inv_freq(), eps, stream);
   launch_head_norm_rope(ws.k.data(), hd, a.k_norm.data, T, kv_heads, hd, rot, positions, model.inv_freq(), eps, stream);
@@ -231,7 +245,7 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
                               heads, kv_heads, hd, ws.attention_partials.data(), ws.core.data(), stream);
     }
   }
-  gemm(a.o_proj, split(ws.core.data(), T, int64_t{heads} * hd, ws, stream), ws.y.data(), stream);
+  gemm(a.o_proj, with_low8(split(ws.core.data(), T, int64_t{heads} * hd, ws, stream), ws, stream), ws.y.data(), stream);
 }
 
 // Bitmap words per row for sequences of up to max_context tokens: blocks 0 .. max_context / ratio.
@@ -262,10 +276,10 @@ void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeD
   // width 2 I_s + 1 ran on a slow cuBLAS kernel (~330 us per term at 4096 tokens, against ~20 for width 512).
   float* gate_up = ws.shared.data();
   float* gate_logit = gate_up + sz(T) * sz(2 * is);
-  gemm_rows(m.in_proj, experts, 2 * is, x, gate_up, stream);
+  gemm_rows(m.in_proj, experts, 2 * is, with_low8(x, ws, stream), gate_up, stream);
   gemm_rows(m.in_proj, experts + 2 * is, 1, x, gate_logit, stream);
   launch_swiglu_gated(gate_up, gate_up + is, 2 * is, gate_logit, T, is, ws.shared_act.data(), stream);
-  const SplitActivations act = split(ws.shared_act.data(), T, is, ws, stream);
+  const SplitActivations act = with_low8(split(ws.shared_act.data(), T, is, ws, stream), ws, stream);
   gemm_rows(m.shared_down, 0, m.shared_down.rows, act, ws.y.data(), stream, true);  // y += the gated shared expert
 }
 
@@ -336,6 +350,10 @@ PrefillWorkspace::PrefillWorkspace(const DeviceModel& model, int32_t max_tokens_
     expert_act = DeviceBuffer<uint16_t>(T * kk * sz(model.slot_layout().padded_intermediate));
   }
   gemm_scratch = DeviceBuffer<float>(T * sz(max_gemm_inputs(c)));
+  if (model.has_low_term_weights()) {
+    lo8 = DeviceBuffer<uint8_t>(T * sz(max_gemm_inputs(c)));
+    lo8_scales = DeviceBuffer<float>(T);
+  }
   const size_t moe_bytes = moe_prefill_workspace_bytes(model.slot_layout(), max_tokens, static_cast<int32_t>(kk),
                                                        static_cast<int32_t>(c.num_experts));
   const size_t gdn_bytes = gdn ? gdn_prefill_workspace_bytes(gdn_shape(c), max_tokens) : 0;
@@ -356,12 +374,14 @@ uint64_t PrefillWorkspace::bytes_for(const DeviceModel& model, int32_t tokens, i
   const uint64_t attention_bytes = 4 * attention_decode_workspace_floats(tokens, static_cast<int32_t>(c.num_attention_heads),
                                                                           static_cast<int32_t>(c.head_dim));
   const uint64_t split_bytes = 4 * T * static_cast<uint64_t>(max_gemm_inputs(c));
+  const uint64_t low8_bytes =
+      model.has_low_term_weights() ? T * (static_cast<uint64_t>(max_gemm_inputs(c)) + 4) : 0;
   const uint64_t expert_act_bytes = model.slot_layout().format == model::SlotFormat::kBf16
                                         ? 2 * T * static_cast<uint64_t>(c.num_experts_per_tok) * model.slot_layout().padded_intermediate
                                         : 0;
   const uint64_t mask_bytes = 4 * T * static_cast<uint64_t>(qsa_mask_words(c, max_context));
   return T * per_token_floats * 4 + std::max(moe_bytes, gdn_bytes) + attention_bytes + split_bytes + expert_act_bytes +
-         mask_bytes;
+         mask_bytes + low8_bytes;
 }
 
 void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateDevice& sequence, PrefillWorkspace& ws,

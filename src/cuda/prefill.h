@@ -44,6 +44,10 @@ struct PrefillWorkspace {
   DeviceBuffer<float> ple_emb, ple_key, ple_value, ple_query, ple_gated, ple_normed;
   DeviceBuffer<uint16_t> expert_act;                    // BF16 slots: [T * k, padded I] for the row kernels
   DeviceBuffer<float> gemm_scratch;                     // the split GEMM's bf16 terms
+  // With the model's FP8 low-term weights: the low term of the next GEMM input with FP8 weights as E4M3 rows
+  // [T, k <= max GEMM input] and their scales [T] (with_low8 in prefill.cpp).
+  DeviceBuffer<uint8_t> lo8;
+  DeviceBuffer<float> lo8_scales;
   DeviceBuffer<uint8_t> scratch;                        // the expert GEMM's and chunked GDN's workspace (shared)
   int32_t max_selected = 1;
 };

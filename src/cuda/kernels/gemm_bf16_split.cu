@@ -1,6 +1,7 @@
 #include "cuda/kernels/gemm_bf16_split.h"
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 
@@ -51,7 +52,74 @@ __global__ void split_bf16_rows_kernel(const float* x, int rows, int k, __nv_bfl
   }
 }
 
+__device__ __forceinline__ float bf16_value(uint32_t bits) { return __uint_as_float(bits << 16); }
+
+// One block per row: the row's largest magnitude, then its E4M3 codes; eight values per 16-byte load when
+// cols % 8 == 0 (and the rows 16-byte aligned), else one.
+__global__ void quantize_rows_e4m3_kernel(const uint16_t* in, int cols, uint8_t* out, float* scales) {
+  __shared__ float partial[kThreads / 32];
+  const size_t row = blockIdx.x;
+  const uint16_t* src = in + row * cols;
+  uint8_t* dst = out + row * cols;
+  const bool vec = cols % 8 == 0;
+  float amax = 0.0f;
+  if (vec) {
+    for (int i = threadIdx.x; i < cols / 8; i += kThreads) {
+      const uint4 v = reinterpret_cast<const uint4*>(src)[i];
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        amax = fmaxf(amax, fmaxf(fabsf(bf16_value(words[w] & 0xffffu)), fabsf(bf16_value(words[w] >> 16))));
+      }
+    }
+  } else {
+    for (int i = threadIdx.x; i < cols; i += kThreads) amax = fmaxf(amax, fabsf(bf16_value(src[i])));
+  }
+  for (int offset = 16; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = amax;
+  __syncthreads();
+  amax = 0.0f;
+  for (int w = 0; w < kThreads / 32; ++w) amax = fmaxf(amax, partial[w]);
+  const float inv = amax > 0.0f ? 448.0f / amax : 1.0f;
+  if (threadIdx.x == 0) scales[row] = amax > 0.0f ? amax / 448.0f : 1.0f;
+  auto code = [&](uint32_t bits) {
+    return static_cast<uint32_t>(__nv_cvt_float_to_fp8(bf16_value(bits) * inv, __NV_SATFINITE, __NV_E4M3));
+  };
+  if (vec) {
+    for (int i = threadIdx.x; i < cols / 8; i += kThreads) {
+      const uint4 v = reinterpret_cast<const uint4*>(src)[i];
+      const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+      uint32_t packed[2] = {0u, 0u};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        packed[w / 2] |= (code(words[w] & 0xffffu) | code(words[w] >> 16) << 8) << (16 * (w % 2));
+      }
+      reinterpret_cast<uint2*>(dst)[i] = make_uint2(packed[0], packed[1]);
+    }
+  } else {
+    for (int i = threadIdx.x; i < cols; i += kThreads) dst[i] = static_cast<uint8_t>(code(src[i]));
+  }
+}
+
 }  // namespace
+
+void launch_quantize_rows_e4m3(const uint16_t* in, int32_t rows, int32_t cols, uint8_t* out, float* scales,
+                               cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return;
+  if (cols % 8 == 0 && (reinterpret_cast<uintptr_t>(in) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 8 != 0)) {
+    throw_invalid_launch("quantize_rows_e4m3: rows of a multiple of 8 values need 16-byte aligned input, 8-byte output");
+  }
+  quantize_rows_e4m3_kernel<<<rows, kThreads, 0, stream>>>(in, cols, out, scales);
+  IMP_CUDA_CHECK_LAUNCH();
+}
+
+SplitActivations launch_low_term_fp8(const SplitActivations& x, uint8_t* out, float* scales, cudaStream_t stream) {
+  launch_quantize_rows_e4m3(x.lo, x.rows, x.k, out, scales, stream);
+  SplitActivations result = x;
+  result.lo8 = out;
+  result.lo8_scales = scales;
+  return result;
+}
 
 const uint16_t* launch_split_bf16_rows(const float* x, int32_t rows, int32_t k, float* scratch, cudaStream_t stream) {
   auto* out = reinterpret_cast<__nv_bfloat16*>(scratch);
@@ -81,9 +149,11 @@ SplitActivations launch_split_bf16(const float* x, int32_t rows, int32_t k, floa
 }
 
 void launch_gemm_bf16_split(const SplitActivations& x, const uint16_t* weight, int32_t n_out, float* y,
-                            cudaStream_t stream, bool accumulate) {
+                            cudaStream_t stream, bool accumulate, Fp8Rows weight8) {
   gemm_bf16_rows(x.hi, weight, x.rows, n_out, x.k, y, accumulate, stream);
-  gemm_bf16_rows(x.lo, weight, x.rows, n_out, x.k, y, true, stream);
+  const bool fp8 = x.lo8 != nullptr && weight8.data != nullptr &&
+                   gemm_fp8_rows_accumulate(x.lo8, x.lo8_scales, weight8.data, weight8.scales, x.rows, n_out, x.k, y, stream);
+  if (!fp8) gemm_bf16_rows(x.lo, weight, x.rows, n_out, x.k, y, true, stream);
 }
 
 void launch_gemm_bf16_split(const float* x, const uint16_t* weight, int32_t rows, int32_t n_out, int32_t k, float* y,
