@@ -55,16 +55,24 @@ struct ThreadLt {
   cublasLtHandle_t handle = nullptr;
   // (rows, n_out, k, alignment of A, B and C in bytes): an algorithm found for better-aligned pointers may assume
   // that alignment (cuBLASLt's heuristic assumes 256 bytes unless told), so each alignment gets its own plan.
-  std::map<std::tuple<int32_t, int32_t, int32_t, uint32_t, uint32_t, uint32_t>, Fp8Plan> plans;
+  using Key = std::tuple<int32_t, int32_t, int32_t, uint32_t, uint32_t, uint32_t>;
+  std::map<Key, Fp8Plan> plans;
+  // Prefill chunks have any number of rows (a server sees every prompt length), so the plans are dropped once
+  // there are this many: a few heuristic queries again, instead of descriptors piling up.
+  static constexpr size_t kMaxPlans = 512;
   ThreadLt() { check_blas(cublasLtCreate(&handle), "cublasLtCreate"); }
   ~ThreadLt() {
+    clear();
+    cublasLtDestroy(handle);
+  }
+  void clear() {  // descriptors are host objects: free to destroy once the launches that used them are enqueued
     for (auto& [shape, plan] : plans) {
       cublasLtMatrixLayoutDestroy(plan.a);
       cublasLtMatrixLayoutDestroy(plan.b);
       cublasLtMatrixLayoutDestroy(plan.c);
       cublasLtMatmulDescDestroy(plan.desc);
     }
-    cublasLtDestroy(handle);
+    plans.clear();
   }
   ThreadLt(const ThreadLt&) = delete;
   ThreadLt& operator=(const ThreadLt&) = delete;
@@ -76,7 +84,9 @@ struct ThreadLt {
   const Fp8Plan& plan(int32_t rows, int32_t n_out, int32_t k, const void* a, const void* b, const void* c,
                       const float* a_scales, const float* b_scales) {
     const uint32_t align_a = alignment(a), align_b = alignment(b), align_c = alignment(c);
-    auto [it, added] = plans.try_emplace({rows, n_out, k, align_a, align_b, align_c});
+    const Key key{rows, n_out, k, align_a, align_b, align_c};
+    if (plans.size() >= kMaxPlans && !plans.contains(key)) clear();
+    auto [it, added] = plans.try_emplace(key);
     Fp8Plan& p = it->second;
     if (!added) return p;
     check_blas(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");

@@ -209,5 +209,45 @@ TEST(GpuGemmBf16Split, Fp8TermAtSmallShapesWithSixteenByteAlignedPointers) {
   }
 }
 
+// Prefill chunks have any number of rows, so gemm_fp8_rows_accumulate drops its cached cuBLASLt plans once 512
+// exist: 600 row counts in a row (planning every one, dropping the first 512 on the way) must each still give the
+// FP8 term of exactly their rows (same 5e-4 bound as above against the double product of the codes).
+TEST(GpuGemmBf16Split, Fp8TermRightForEveryRowCountAcrossPlanEviction) {
+  constexpr int kRows = 600, kN = 48, kK = 64;
+  Bf16Weight w({kN, kK}, 0.05f), x({kRows, kK}, 1.0f);
+  DeviceBuffer<uint8_t> w8(static_cast<size_t>(kN) * kK), x8(static_cast<size_t>(kRows) * kK);
+  DeviceBuffer<float> w_scales(kN), x_scales(kRows), dy(static_cast<size_t>(kRows) * kN);
+  launch_quantize_rows_e4m3(w.device.data(), kN, kK, w8.data(), w_scales.data(), nullptr);
+  launch_quantize_rows_e4m3(x.device.data(), kRows, kK, x8.data(), x_scales.data(), nullptr);
+  IMP_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint8_t> hw8 = w8.download(), hx8 = x8.download();
+  const std::vector<float> hws = w_scales.download(), hxs = x_scales.download();
+  std::vector<double> want(static_cast<size_t>(kRows) * kN);
+  double scale = 1e-30;
+  for (int t = 0; t < kRows; ++t) {
+    for (int o = 0; o < kN; ++o) {
+      double sum = 0.0;
+      for (int i = 0; i < kK; ++i) {
+        sum += static_cast<double>(e4m3_to_f32(hx8[static_cast<size_t>(t) * kK + i])) * e4m3_to_f32(hw8[static_cast<size_t>(o) * kK + i]);
+      }
+      want[static_cast<size_t>(t) * kN + o] = sum * hxs[t] * hws[o];
+      scale = std::max(scale, std::fabs(want[static_cast<size_t>(t) * kN + o]));
+    }
+  }
+  for (int rows = 1; rows <= kRows; ++rows) {
+    IMP_CUDA_CHECK(cudaMemset(dy.data(), 0, dy.size() * sizeof(float)));
+    ASSERT_TRUE(gemm_fp8_rows_accumulate(x8.data(), x_scales.data(), w8.data(), w_scales.data(), rows, kN, kK, dy.data(),
+                                         nullptr))
+        << "no FP8 algorithm for " << rows << " rows";
+    IMP_CUDA_CHECK(cudaDeviceSynchronize());
+    const std::vector<float> y = dy.download();
+    double diff = 0.0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      diff = std::max(diff, std::fabs(y[i] - (i < static_cast<size_t>(rows) * kN ? want[i] : 0.0)));  // rows beyond: untouched
+    }
+    ASSERT_LE(diff / scale, 5e-4) << rows << " rows";
+  }
+}
+
 }  // namespace
 }  // namespace imp::cuda
