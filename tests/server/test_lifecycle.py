@@ -29,9 +29,11 @@ def test_full_queue_answers_503_at_once():
         threads = [threading.Thread(target=long_request) for _ in range(2)]  # one runs, one waits in the queue
         for t in threads:
             t.start()
-        deadline = time.monotonic() + 10
-        while server.metrics().get("imp_queue_depth") != 1 and time.monotonic() < deadline:
+        # Wait for the second request to queue; a loaded machine may take a while to parse and admit both.
+        deadline = time.monotonic() + 60
+        while (depth := server.metrics().get("imp_queue_depth")) != 1 and time.monotonic() < deadline:
             time.sleep(0.01)
+        assert depth == 1, "the second long request never waited in the queue"
         start = time.monotonic()
         refused = server.post("/v1/chat/completions", chat_body(max_tokens=4))
         assert time.monotonic() - start < 1.0
