@@ -228,7 +228,7 @@ DecodeWorkspace::DecodeWorkspace(const DeviceModel& model) {
   y = DeviceBuffer<float>(d);
   proj = DeviceBuffer<float>(widest_projection(model));
   core = DeviceBuffer<float>(static_cast<size_t>(std::max(c.gdn_value_dim(), c.num_attention_heads * c.head_dim)));
-  gate = DeviceBuffer<float>(static_cast<size_t>(std::max<int64_t>(c.gdn_value_dim(), c.num_attention_heads * c.head_dim)));
+  gate = DeviceBuffer<float>(core.size());  // one gate value per core value
   attention_partials = DeviceBuffer<float>(std::max<size_t>(
       1, attention_decode_workspace_floats(1, static_cast<int32_t>(c.num_attention_heads), static_cast<int32_t>(c.head_dim))));
   max_selected = static_cast<int32_t>(c.has_qsa ? c.block_topk() * c.indexer_compress_ratio + c.indexer_compress_ratio - 1 : 1);
