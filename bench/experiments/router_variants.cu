@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(kThreads, 4) router_grid(const float* logits, 
     } else if constexpr (V == kRounds) {
       route_rounds(logits, e, w);
     } else if constexpr (V == kCurrent) {
-      ic::warp_router<kPer>(logits, kExperts, kK, true, scratch, e, w);
+      ic::warp_router<kPer, true>(logits, kExperts, kK, true, scratch, e, w);
     } else if constexpr (V == kTop3) {
       route_top3(logits, e, w);
     } else if constexpr (V == kTree) {

@@ -428,8 +428,10 @@ constexpr size_t kRouterScratchBytes = (kWarp + kMaxTopK + kMaxTopK * kPer) * si
 // lanes' maxima, is at most the k-th largest key (the k lanes with the largest maxima hold k keys >= tau), so the
 // top k are among the keys >= tau (at most k * kPer: only those k lanes have any); they are compacted into
 // `scratch` and each is ranked by counting the larger ones. experts >= k, so at least k lanes hold keys.
+// kWeights false: the choices only (`weight` is left as it is): the softmax is ~1/3 of the router's time, and only
+// one block of the gate/up kernel needs it (moe_decode_gate_up_kernel).
 // Not inlined: inlined, its registers made the gate/up strip's weight loop spill (measured slower, session 6).
-template <int kPer>  // experts per lane: experts <= 32 * kPer
+template <int kPer, bool kWeights>  // experts per lane: experts <= 32 * kPer
 __device__ __noinline__ void warp_router(const float* logits, int experts, int k, bool renormalize, uint64_t* scratch,
                                          int& expert, float& weight) {
   const int lane = threadIdx.x % kWarp;
@@ -473,6 +475,8 @@ __device__ __noinline__ void warp_router(const float* logits, int experts, int k
   }
   __syncwarp();
   const uint64_t mine = lane < k ? top[lane] : 0;
+  expert = lane < k ? key_expert(mine) : 0;
+  if constexpr (!kWeights) return;
   // Softmax over every expert: the maximum logit is the first choice's (lane 0), then one sum of exp.
   const float m = key_logit(__shfl_sync(kFull, mine, 0));
   float s = 0.0f;
@@ -483,37 +487,51 @@ __device__ __noinline__ void warp_router(const float* logits, int experts, int k
   s = warp_sum(s);
   const float p = lane < k ? expf(key_logit(mine) - m) / s : 0.0f;
   const float total_p = warp_sum(p);
-  expert = lane < k ? key_expert(mine) : 0;
   weight = renormalize ? p / total_p : p;
 }
 
-// Fused decode (one row): the router, then the gate/up block of the block's choice. The next kernel (down) may
-// launch only once every block has routed (the trigger comes after the routing barrier), and block (0, 0) makes
-// top_experts / top_weights visible before it: down then finds them in place and fetches its weights before
-// its own wait (down_strip_speculative, which still checks them after the wait).
+// Fused decode (one row): the router, then the gate/up block of the block's choice. Grid (strips, k + 1): row
+// j < k computes choice j's strips; in row k, block 0 routes with the softmax and writes top_experts and
+// top_weights (the other blocks of that row exit at once), so the k * strips working blocks route without it. The
+// next kernel (down) may launch only once every block has routed (the trigger comes after the routing barrier),
+// and the weights block makes top_experts visible before its trigger: down then finds them in place and fetches
+// its weights before its own wait (down_strip_speculative, which still checks them after the wait); it reads
+// top_weights after its wait.
 template <int kPer>
 __global__ void __launch_bounds__(kGateUpWarps * kWarp, 4)
     moe_decode_gate_up_kernel(const uint8_t* pool, const model::SlotScales* scales, model::ExpertSlotLayout layout,
                               const float* x, const float* logits, int experts, int k, bool renormalize, uint16_t* act,
                               int32_t* top_experts, float* top_weights) {
+  const int j = blockIdx.y;
+  const bool weights_block = j == k;
+  if (weights_block && blockIdx.x != 0) return;
   phase(0, 0);
   pdl_wait();  // the logits come from the previous kernel; nothing to load before them
   phase(0, 1);
   extern __shared__ __align__(16) uint8_t stage[];  // [warps][kWarpStageBytes]
   __shared__ int chosen;
-  const int j = blockIdx.y;
-  if (threadIdx.x < kWarp) {  // one warp routes (every warp would cost ~8 us of issue slots per layer)
-    int expert = 0;
-    float weight = 0.0f;
-    // The routing warp borrows the block's weight stage as scratch: gate_up_strip uses it only after the barrier.
-    static_assert(kRouterScratchBytes<kPer> <= kGateUpWarps * kWarpStageBytes, "router scratch fits the stage");
-    warp_router<kPer>(logits, experts, k, renormalize, reinterpret_cast<uint64_t*>(stage), expert, weight);
-    if (static_cast<int>(threadIdx.x) == j) chosen = expert;  // everything resident: slot = expert id
-    if (blockIdx.x == 0 && j == 0 && static_cast<int>(threadIdx.x) < k) {
-      top_experts[threadIdx.x] = expert;
-      top_weights[threadIdx.x] = weight;
-      __threadfence();  // visible before this block's trigger
+  // One warp routes (every warp would cost ~8 us of issue slots per layer). It borrows the block's weight stage
+  // as scratch: gate_up_strip uses it only after the barrier.
+  static_assert(kRouterScratchBytes<kPer> <= kGateUpWarps * kWarpStageBytes, "router scratch fits the stage");
+  uint64_t* const scratch = reinterpret_cast<uint64_t*>(stage);
+  int expert = 0;
+  float weight = 0.0f;
+  if (weights_block) {
+    if (threadIdx.x < kWarp) {
+      warp_router<kPer, true>(logits, experts, k, renormalize, scratch, expert, weight);
+      if (static_cast<int>(threadIdx.x) < k) {
+        top_experts[threadIdx.x] = expert;
+        top_weights[threadIdx.x] = weight;
+        __threadfence();  // visible before this block's trigger
+      }
     }
+    __syncthreads();
+    pdl_trigger();
+    return;
+  }
+  if (threadIdx.x < kWarp) {
+    warp_router<kPer, false>(logits, experts, k, renormalize, scratch, expert, weight);
+    if (static_cast<int>(threadIdx.x) == j) chosen = expert;  // everything resident: slot = expert id
   }
   __syncthreads();
   pdl_trigger();  // after the wait: moe_decode_down_hc_write_kernel reads older kernels' outputs before its own
@@ -888,7 +906,7 @@ void launch_moe_decode_gate_up(const uint8_t* pool, const model::SlotScales* sca
     throw_invalid_launch("moe decode gate/up: more than 4096 experts, or top-k outside [1, 16] or above the experts");
   }
   const size_t shared = static_cast<size_t>(kGateUpWarps) * kWarpStageBytes;  // 45 KB: within the default 48 KB
-  const dim3 grid(layout.padded_intermediate / 16, k);
+  const dim3 grid(layout.padded_intermediate / 16, k + 1);  // row k: the weights block
   const unsigned threads = kGateUpWarps * kWarp;
   if (experts <= 4 * kWarp) {
     launch_kernel(moe_decode_gate_up_kernel<4>, grid, threads, shared, stream, 1, pool, scales, layout, x, logits, experts,

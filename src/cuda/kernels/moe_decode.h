@@ -36,8 +36,9 @@ void launch_expert_down(const uint8_t* pool, const model::SlotScales* scales, co
 // The decode MoE after its input projection (one token row, NVFP4 slots, every expert resident: slot = expert
 // id), in two kernels instead of four (router, gate/up, down, shared expert):
 //   launch_moe_decode_gate_up: one warp of every block computes the top-k of `logits` [experts] (the choices
-//     of launch_router_topk; the weights may differ in the last bits), then act as launch_expert_gate_up; writes
-//     top_experts and top_weights [k] for the second kernel.
+//     of launch_router_topk), then act as launch_expert_gate_up; one extra block also computes the weights (they
+//     may differ from launch_router_topk's in the last bits) and writes top_experts and top_weights [k] for the
+//     second kernel.
 //     1 <= k <= min(16, experts), experts <= 4096; the pool holds a slot per expert.
 //   launch_moe_decode_down_hc_write: v = sum_j weights[j] * down_j . act_j (in choice order) + sigmoid(
 //     shared_proj[2 I_s]) * shared_down . (silu(shared_proj[0, I_s)) * shared_proj[I_s, 2 I_s)), written into the
