@@ -264,7 +264,7 @@ void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeD
   // Everything resident: slot = expert id. NVFP4 slots: the grouped W4A16 GEMM (bf16 activations, as the
   // decode kernel). BF16 slots (checkpoints without NVFP4, the fixtures): the row kernels, fp32 activations.
   if (model.slot_layout().format == model::SlotFormat::kNvfp4) {
-    launch_moe_prefill(m.pool.data(), m.scales.data(), model.slot_layout(), ws.x.data(), ws.top_experts.data(),
+    launch_moe_prefill(m.pool.data(), m.scales.data(), model.slot_layout(), x.hi, ws.top_experts.data(),
                        ws.top_weights.data(), T, k, experts, ws.scratch.data(), ws.scratch.size(), ws.y.data(), stream);
   } else {
     launch_expert_gate_up(m.pool.data(), m.scales.data(), model.slot_layout(), ws.x.data(), ws.top_experts.data(), T, k,

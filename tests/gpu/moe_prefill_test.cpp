@@ -168,7 +168,10 @@ void check_moe_prefill(int H, int I, int num_slots, int used, int tokens, int k,
 
   DeviceBuffer<uint8_t> d_pool(pool);
   DeviceBuffer<model::SlotScales> d_scales(scales);
-  DeviceBuffer<float> d_x(x), d_w(route_w), d_y(want.size());
+  std::vector<uint16_t> x16(x.size());  // the kernel takes bf16(x), as the read's split terms hold it
+  std::transform(x.begin(), x.end(), x16.begin(), f32_to_bf16);
+  DeviceBuffer<uint16_t> d_x(x16);
+  DeviceBuffer<float> d_w(route_w), d_y(want.size());
   DeviceBuffer<int32_t> d_slots(chosen);
   const size_t ws_bytes = moe_prefill_workspace_bytes(layout, tokens, k, num_slots);
   DeviceBuffer<uint8_t> d_ws(ws_bytes);
@@ -221,7 +224,8 @@ TEST(GpuMoePrefill, Nvfp4SlotsPadTinyShapes) {
 }
 TEST(GpuMoePrefill, RefusesBf16Slots) {
   const model::ExpertSlotLayout layout = model::ExpertSlotLayout::make(32, 8, model::SlotFormat::kBf16);
-  DeviceBuffer<float> x(32), y(32), w(4);
+  DeviceBuffer<uint16_t> x(32);
+  DeviceBuffer<float> y(32), w(4);
   DeviceBuffer<int32_t> slots(4);
   const size_t ws_bytes = moe_prefill_workspace_bytes(layout, 1, 4, 16);
   DeviceBuffer<uint8_t> ws(ws_bytes), pool(layout.slot_bytes * 16);

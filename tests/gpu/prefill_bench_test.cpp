@@ -80,8 +80,10 @@ TEST(PrefillBench, DISABLED_MoeNvfp4) {
     std::copy_n(ids.begin(), k, chosen.begin() + static_cast<ptrdiff_t>(t) * k);
   }
   DeviceBuffer<int32_t> d_slots(chosen);
-  DeviceBuffer<float> x(random_floats(static_cast<size_t>(T) * H)), w(random_floats(chosen.size(), 0.3f)),
-      y(static_cast<size_t>(T) * H);
+  std::vector<uint16_t> x16;
+  for (float v : random_floats(static_cast<size_t>(T) * H)) x16.push_back(f32_to_bf16(v));
+  DeviceBuffer<uint16_t> x(x16);
+  DeviceBuffer<float> w(random_floats(chosen.size(), 0.3f)), y(static_cast<size_t>(T) * H);
   const size_t bytes = moe_prefill_workspace_bytes(layout, T, k, slots);
   DeviceBuffer<uint8_t> ws(bytes);
   const double ms = median_ms([&] {

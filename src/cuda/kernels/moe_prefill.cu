@@ -40,7 +40,7 @@ struct Stages {
 };
 
 struct Plan {
-  size_t counts = 0, cursor = 0, tiles = 0, num_tiles = 0, sorted = 0, pos_of = 0, x16 = 0, act = 0, partial = 0;
+  size_t counts = 0, cursor = 0, tiles = 0, num_tiles = 0, sorted = 0, pos_of = 0, act = 0, partial = 0;
   size_t bytes = 0;
   int64_t max_tiles = 0;
 };
@@ -61,7 +61,6 @@ Plan make_plan(const model::ExpertSlotLayout& layout, int64_t tokens, int64_t k,
   p.num_tiles = take(4);
   p.sorted = take(pairs * 4);
   p.pos_of = take(pairs * 4);
-  p.x16 = take(tokens * layout.hidden * 2);
   p.act = take(pairs * layout.padded_intermediate * 2);
   p.partial = take(pairs * layout.hidden * 4);
   p.bytes = offset;
@@ -121,13 +120,6 @@ __global__ void scatter_kernel(const int32_t* slots, int pairs, int32_t* cursor,
   const int pos = atomicAdd(&cursor[slots[p]], 1);
   sorted[pos] = p;
   pos_of[p] = pos;
-}
-
-__global__ void to_bf16_kernel(const float* x, size_t quads, uint16_t* out) {
-  for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < quads; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const float4 v = reinterpret_cast<const float4*>(x)[i];
-    reinterpret_cast<uint2*>(out)[i] = make_uint2(pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
-  }
 }
 
 // NVFP4 A fragment of one 16-row strip, k16 step q of a 64-input supertile: E2M1 decoded and multiplied by the
@@ -445,7 +437,7 @@ size_t moe_prefill_workspace_bytes(const model::ExpertSlotLayout& layout, int32_
 }
 
 void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
-                        const float* x, const int32_t* slots, const float* weights, int32_t tokens, int32_t k,
+                        const uint16_t* x_bf16, const int32_t* slots, const float* weights, int32_t tokens, int32_t k,
                         int32_t num_slots, void* workspace, size_t workspace_bytes, float* y, cudaStream_t stream) {
   if (tokens < 0 || k <= 0 || num_slots <= 0) throw_invalid_launch("moe prefill: bad token, choice or slot count");
   if (tokens == 0) return;
@@ -454,7 +446,7 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
   const int64_t pairs64 = static_cast<int64_t>(tokens) * k;
   if (pairs64 >= (1LL << 31)) throw_invalid_launch("moe prefill: tokens * k too large");
   if (layout.hidden % 8 != 0 || layout.padded_intermediate % 8 != 0) throw_invalid_launch("moe prefill: hidden and intermediate must be multiples of 8");
-  if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(y) % 16 != 0 ||
+  if (reinterpret_cast<uintptr_t>(x_bf16) % 16 != 0 || reinterpret_cast<uintptr_t>(y) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(workspace) % 256 != 0) {
     throw_invalid_launch("moe prefill: x and y must be 16-byte aligned, the workspace 256-byte aligned");
   }
@@ -468,7 +460,6 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
   int32_t* num_tiles = reinterpret_cast<int32_t*>(ws + plan.num_tiles);
   int32_t* sorted = reinterpret_cast<int32_t*>(ws + plan.sorted);
   int32_t* pos_of = reinterpret_cast<int32_t*>(ws + plan.pos_of);
-  uint16_t* x16 = reinterpret_cast<uint16_t*>(ws + plan.x16);
   uint16_t* act = reinterpret_cast<uint16_t*>(ws + plan.act);
   float* partial = reinterpret_cast<float*>(ws + plan.partial);
   const int pairs = static_cast<int>(pairs64);
@@ -482,9 +473,6 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
   IMP_CUDA_CHECK_LAUNCH();
   scatter_kernel<<<(pairs + 255) / 256, 256, 0, stream>>>(slots, pairs, cursor, sorted, pos_of);
   IMP_CUDA_CHECK_LAUNCH();
-  const size_t quads = static_cast<size_t>(tokens) * layout.hidden / 4;
-  to_bf16_kernel<<<static_cast<unsigned>(std::min<size_t>((quads + 255) / 256, 4096)), 256, 0, stream>>>(x, quads, x16);
-  IMP_CUDA_CHECK_LAUNCH();
 
   auto run = [&]<int kPairs>() {
     static const bool smem_set = [] {  // dynamic shared memory beyond 48 KB, once per tile shape
@@ -495,7 +483,7 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
     (void)smem_set;
     const dim3 gu_grid((layout.gate.rows / 16 + 7) / 8, static_cast<unsigned>(plan.max_tiles));
     const dim3 down_grid((layout.down.rows / 16 + 15) / 16, static_cast<unsigned>(plan.max_tiles));
-    moe_gate_up_kernel<kPairs><<<gu_grid, kThreads, kSmemBytes<kPairs>, stream>>>(pool, scales, layout, x16, sorted, tiles,
+    moe_gate_up_kernel<kPairs><<<gu_grid, kThreads, kSmemBytes<kPairs>, stream>>>(pool, scales, layout, x_bf16, sorted, tiles,
                                                                                   num_tiles, k, act);
     IMP_CUDA_CHECK_LAUNCH();
     moe_down_kernel<kPairs><<<down_grid, kThreads, kSmemBytes<kPairs>, stream>>>(pool, scales, layout, act, sorted, weights,
