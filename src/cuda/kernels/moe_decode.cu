@@ -428,8 +428,8 @@ constexpr size_t kRouterScratchBytes = (kWarp + kMaxTopK + kMaxTopK * kPer) * si
 // lanes' maxima, is at most the k-th largest key (the k lanes with the largest maxima hold k keys >= tau), so the
 // top k are among the keys >= tau (at most k * kPer: only those k lanes have any); they are compacted into
 // `scratch` and each is ranked by counting the larger ones. experts >= k, so at least k lanes hold keys.
-// kWeights false: the choices only (`weight` is left as it is): the softmax is ~1/3 of the router's time, and only
-// one block of the gate/up kernel needs it (moe_decode_gate_up_kernel).
+// kWeights false: the choices only (`weight` is left as it is): the softmax is ~1/4 of the router's time (the phase
+// probe, session 15), and only one block of the gate/up kernel needs it (moe_decode_gate_up_kernel).
 // Not inlined: inlined, its registers made the gate/up strip's weight loop spill (measured slower, session 6).
 template <int kPer, bool kWeights>  // experts per lane: experts <= 32 * kPer
 __device__ __noinline__ void warp_router(const float* logits, int experts, int k, bool renormalize, uint64_t* scratch,

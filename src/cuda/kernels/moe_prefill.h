@@ -4,8 +4,9 @@
 //   y[t, n] = sum_{j < k} weights[t*k + j] * sum_i down_s[n, i] * act_s(t)[i],  s = slots[t*k + j],
 //   act_s(t)[i] = bf16( silu(gate_s[i] . bf16(x_t)) * (up_s[i] . bf16(x_t)) )
 //   for t < tokens, n < layout.hidden; y fp32 [tokens, hidden] is overwritten. x_bf16 [tokens, hidden] = bf16(x) as
-//   bits (16-byte aligned; the read's x split terms already hold it: their high term), slots/weights [tokens, k] (slot indices into the pool, 0 <= slot < num_slots; e.g.
-//   launch_router_topk's experts when the pool holds every expert), scales [num_slots].
+//   bits (16-byte aligned; the read's x split terms already hold it: their high term), slots/weights [tokens, k]
+//   (slot indices into the pool, 0 <= slot < num_slots; e.g. launch_router_topk's experts when the pool holds every
+//   expert), scales [num_slots].
 //   NVFP4 slots only (BF16 slots, e.g. the fixtures, go to the row kernels; a BF16 layout throws): E2M1 x E4M3 is
 //   formed exactly in bf16 (at most 6 significant bits), products with bf16 x are exact, sums fp32 (wgmma
 //   m64nNk16 with the weights as the register operand and every pair of a tile as N), weight_scale_2 applied to
