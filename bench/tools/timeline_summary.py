@@ -8,7 +8,9 @@ kernel its "share" is end - max(start, previous kernel's end): the time the step
 largest first, from the median step of the last --steps.
 With --prefill the kernels launched outside graphs are read instead (a prompt's chunks: use --steps 1 and a
 bench with --runs 2 or more, so the last complete run lies between two embed_streams launches).
-Usage: timeline_summary.py timeline.csv [--steps 8] [--step-start embed_streams] [--prefill]
+With --segments the median step is also cut at each hyper-connection read (hc_read_down) into half-layers, named
+by what they run (gdn, attention, moe, other), and each kind's mean critical-path time is listed per kernel in order.
+Usage: timeline_summary.py timeline.csv [--steps 8] [--step-start embed_streams] [--prefill] [--segments]
 """
 import argparse
 import csv
@@ -30,6 +32,37 @@ def short_name(mangled, cache={}):
     return cache[mangled]
 
 
+def segment_kind(names):
+    for marker, kind in (("gdn_in_proj", "gdn"), ("attention_decode_partial", "attention"), ("moe_decode_gate_up", "moe")):
+        if any(marker in n for n in names):
+            return kind
+    return "other"
+
+
+def print_segments(step):
+    """Half-layers of one step: each starts at a read-down; a kernel's share is end - max(start, previous end)."""
+    segments, prev_end = [], step[0][0]
+    for start, end, name, _, _ in step:
+        if "hc_read_down" in name or not segments:
+            segments.append([])
+        segments[-1].append((name, max(0, end - max(start, prev_end))))
+        prev_end = max(prev_end, end)
+    by_kind = defaultdict(list)
+    for seg in segments:
+        by_kind[segment_kind([n for n, _ in seg])].append(seg)
+    print("\nhalf-layers of the median step (from each hyper-connection read; mean critical-path us per kernel):")
+    for kind, segs in sorted(by_kind.items(), key=lambda kv: -sum(sum(t for _, t in s) for s in kv[1])):
+        order, total = [], defaultdict(float)
+        for seg in segs:
+            for name, t in seg:
+                if name not in total:
+                    order.append(name)
+                total[name] += t
+        mean = sum(total.values()) / len(segs) / 1e3
+        parts = ", ".join(f"{n} {total[n] / len(segs) / 1e3:.1f}" for n in order)
+        print(f"  {kind:9s} x{len(segs):3d}: {mean:6.1f} us = {parts}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("csv")
@@ -37,6 +70,7 @@ def main():
     ap.add_argument("--step-start", default="embed_streams")
     ap.add_argument("--detail", type=int, default=0, help="also list the median step's first N kernels")
     ap.add_argument("--prefill", action="store_true", help="kernels outside graphs (prefill runs) instead")
+    ap.add_argument("--segments", action="store_true", help="also the median step's half-layers, by kind")
     args = ap.parse_args()
     rows = []
     with open(args.csv) as f:
@@ -70,6 +104,8 @@ def main():
     for name, (n, share, dur, gap) in sorted(totals.items(), key=lambda kv: -kv[1][1]):
         print(f"{name[:44]:44s} {n:4d} {share / 1e3:9.1f} {100 * share / span:5.1f} {dur / 1e3:8.1f} "
               f"{dur / n / 1e3:8.2f} {gap / n / 1e3:8.2f}")
+    if args.segments:
+        print_segments(median_step)
     if args.detail:
         print(f"\nfirst {args.detail} kernels of the median step (us from the step start):")
         t0, prev_end = median_step[0][0], median_step[0][0]
