@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "cuda/check.h"
 
 namespace imp::cuda {
@@ -122,6 +123,10 @@ struct ThreadLt {
     cublasLtMatmulPreferenceDestroy(preference);
     p.supported = status == CUBLAS_STATUS_SUCCESS && found > 0;
     p.algo = result.algo;
+    if (!p.supported) {  // once per shape: that GEMM is then slower (and more precise); say so
+      log::warn("FP8 low term: cuBLASLt has no algorithm for {} x {} x {} (alignments {}/{}/{} bytes); that GEMM "
+                "keeps its bf16 low term", rows, n_out, k, align_a, align_b, align_c);
+    }
     return p;
   }
 };
