@@ -93,7 +93,9 @@ std::shared_ptr<Job> Scheduler::submit(GenerationRequest request, Refusal* refus
   {
     std::lock_guard lock(mutex_);
     if (draining_) *refusal = Refusal::draining;
-    else if (queue_.size() >= options_.max_queue) *refusal = Refusal::queue_full;
+    // A generation that a free running slot will take counts against no queue: without this, a request
+    // arriving before the worker admitted the one just ahead of it was refused with a slot idle.
+    else if (queue_.size() >= options_.max_queue + free_running_slots()) *refusal = Refusal::queue_full;
     else queue_.push_back(job);
   }
   if (*refusal != Refusal::none) return nullptr;
@@ -105,6 +107,11 @@ void Scheduler::drain() {
   std::unique_lock lock(mutex_);
   draining_ = true;
   idle_.wait(lock, [&] { return queue_.empty() && running_.empty(); });
+}
+
+// Called with mutex_ held (the worker changes running_'s size only under it).
+size_t Scheduler::free_running_slots() const {
+  return running_.size() < options_.max_running ? options_.max_running - running_.size() : 0;
 }
 
 SchedulerStats Scheduler::stats() const {

@@ -1,6 +1,7 @@
 // A bounded queue in front of an Engine, driven by one worker thread (the Engine is not thread-safe).
 //
-// - submit() never blocks: it queues the generation or refuses it at once (queue full, draining).
+// - submit() never blocks: it queues the generation or refuses it at once (draining, or max_queue
+//   generations already wait beyond the free running slots).
 // - The worker admits queued generations FIFO while fewer than max_running run and their reservation
 //   (prompt + max_tokens tokens of KV) fits the KV budget; a generation still queued at its deadline is
 //   refused (the server answers 503).
@@ -129,6 +130,7 @@ class Scheduler {
   };
 
   void work();
+  size_t free_running_slots() const;
   void admit(Clock::time_point now);
   bool step();  // one forward batch; false when nothing runs
   void finish(Running& run, FinishReason reason, std::string error = {});

@@ -86,6 +86,24 @@ TEST(Scheduler, FullQueueIsRefusedAtOnce) {
   EXPECT_EQ(scheduler.stats().queued, 0u);
 }
 
+// Two requests arriving together, before the worker admits the first: the first is bound for the idle
+// running slot, so the second still finds the queue's one place (the server used to answer it 503).
+TEST(Scheduler, BackToBackRequestsFillSlotThenQueue) {
+  auto engine = load_engine(kModel, {});
+  Scheduler scheduler(*engine, {.max_queue = 1, .max_running = 1});
+  Scheduler::Refusal refusal;
+  auto first = scheduler.submit(request(1, 100000, 1), &refusal);
+  auto second = scheduler.submit(request(1, 4, 1), &refusal);
+  ASSERT_TRUE(first);
+  ASSERT_TRUE(second) << "refused with a running slot free";
+  EXPECT_FALSE(scheduler.submit(request(1, 4, 1), &refusal));
+  EXPECT_EQ(refusal, Scheduler::Refusal::queue_full);
+  first->cancel();
+  EXPECT_EQ(collect(*first).second, FinishReason::cancelled);
+  EXPECT_EQ(collect(*second).second, FinishReason::length);
+  scheduler.drain();
+}
+
 TEST(Scheduler, DeadlinesEndRunningAndQueuedWork) {
   auto engine = load_engine(kModel, {});
   Scheduler scheduler(*engine, {.max_queue = 4, .max_running = 1});

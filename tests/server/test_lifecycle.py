@@ -33,7 +33,7 @@ def test_full_queue_answers_503_at_once():
         deadline = time.monotonic() + 60
         while (depth := server.metrics().get("imp_queue_depth")) != 1 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert depth == 1, "the second long request never waited in the queue"
+        assert depth == 1, f"the second long request never waited in the queue (answers so far: {results})"
         start = time.monotonic()
         refused = server.post("/v1/chat/completions", chat_body(max_tokens=4))
         assert time.monotonic() - start < 1.0
