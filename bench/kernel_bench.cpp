@@ -16,6 +16,8 @@
 
 #include "cuda/kernels/dense.h"
 #include "cuda/kernels/moe_decode.h"
+#include "cuda/kernels/moe_expert.h"
+#include "cuda/kernels/moe_router.h"
 #include "cuda/kernels/random_fill.h"
 #include "cuda/kernels/sampling.h"
 #include "cuda/kernels/shared_expert.h"

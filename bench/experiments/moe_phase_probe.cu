@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   std::printf("48 layers: %.1f us per layer\n", ms * 1000.0f / layers);
 
   static unsigned long long host[2][1024][8];
-  IMP_CUDA_CHECK(cudaMemcpyFromSymbol(host, imp::cuda::g_phase, sizeof(host)));
+  IMP_CUDA_CHECK(cudaMemcpyFromSymbol(host, imp::cuda::moe::g_phase, sizeof(host)));
   const int gate_blocks = (layout.padded_intermediate / 16) * k, down_blocks = layout.padded_hidden / 16;
   unsigned long long t0 = ~0ull;
   for (int blk = 0; blk < gate_blocks; ++blk) t0 = std::min(t0, host[0][blk][0]);

@@ -9,12 +9,12 @@
 //   top3       each lane keeps its top 3 keys sorted (one pass); a round's winner shifts them, rescanning its 16
 //              keys only when all 3 are used (rare: ~10 wins spread over 32 lanes)
 //   tree       the winner's rescan as a 4-level max tree instead of a 16-long chain
-//   current    warp_router<16> of moe_decode.cu (this file includes it): threshold from the lanes' maxima, the
+//   current    warp_router<16> of moe_router.cuh (this file includes moe_router.cu): threshold from the lanes' maxima, the
 //              candidates above it ranked in shared memory, no serial rounds
 // Every variant's choices and weights are checked against `rounds` bit for bit on the same logits.
 // Build: nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Isrc \
 //   bench/experiments/router_variants.cu build/cuda/libimp_cuda.a build/cuda/libimp_lib.a -lcuda -o build/exp/router_variants
-#include "cuda/kernels/moe_decode.cu"
+#include "cuda/kernels/moe_router.cu"
 
 #include <algorithm>
 #include <cmath>

@@ -8,6 +8,8 @@
 #include "cuda/kernels/gated_delta_net.h"
 #include "cuda/kernels/hyper_connection.h"
 #include "cuda/kernels/moe_decode.h"
+#include "cuda/kernels/moe_expert.h"
+#include "cuda/kernels/moe_router.h"
 #include "cuda/kernels/ngram_hash.h"
 #include "cuda/kernels/ple.h"
 #include "cuda/kernels/qsa.h"

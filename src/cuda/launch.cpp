@@ -14,4 +14,12 @@ LaunchPriority::LaunchPriority(int priority) : previous_(priority_now) { priorit
 LaunchPriority::~LaunchPriority() { priority_now = previous_; }
 std::optional<int> launch_priority() { return priority_now; }
 
+void raise_shared_limit_outside_capture(const void* kernel, size_t bytes) {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  IMP_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));
+  IMP_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  IMP_CUDA_CHECK(status);
+}
+
 }  // namespace imp::cuda

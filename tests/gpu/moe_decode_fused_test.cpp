@@ -23,6 +23,7 @@
 #include "cuda/check.h"
 #include "cuda/launch.h"
 #include "cuda/kernels/moe_decode.h"
+#include "cuda/kernels/moe_router.h"
 #include "cuda/memory/device_buffer.h"
 #include "expert_flip_bound.h"
 #include "gpu_test_util.h"

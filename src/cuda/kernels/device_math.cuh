@@ -1,12 +1,32 @@
 // Small device helpers shared by the kernels.
 #pragma once
 
+#include <cuda_bf16.h>
+
 #include <cstddef>
 #include <cstdint>
 
 namespace imp::cuda {
 
 constexpr int kWarp = 32;
+constexpr unsigned kFull = 0xffffffffu;  // every lane of a warp
+
+// D += A B on the tensor cores, bf16 inputs, fp32 accumulate. Fragments (g = lane / 4, c = lane % 4):
+//   A (16x16, row-major): a0 = (row g, k 2c..2c+1), a1 = (row g+8, k 2c..), a2 = (row g, k 2c+8..), a3 = (row g+8, k 2c+8..)
+//   B (16x8, "col"):       b0 = (k 2c..2c+1, col g), b1 = (k 2c+8..2c+9, col g)
+//   C/D (16x8, fp32):      d0, d1 = (row g, cols 2c, 2c+1), d2, d3 = (row g+8, cols 2c, 2c+1)
+__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// lo in the low half, hi in the high half, each rounded to nearest even.
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
 
 // First statement of every kernel launched through launch_kernel (launch.h): wait for the previous grid in
 // the stream (complete, memory visible), then let the next grid start launching. No-ops without PDL.

@@ -1,8 +1,5 @@
-// Decode-time MoE kernels over the expert slot pool (src/model/expert_slot.h). NVFP4 slots: W4A16 on tensor cores.
-// BF16 slots (checkpoints without NVFP4): fp32 dot products over bf16 rows; same launchers, same act buffer.
-// NVFP4 weights are decoded exactly to BF16 in registers (a table lookup per byte), activations are BF16
-// (as the reference model stores them), products accumulate in fp32 (mma.m16n8k16), and the E4M3 block scale
-// and weight_scale_2 are applied to the fp32 partial sums.
+// The fused decode MoE (one token row, NVFP4 slots) in two kernels; the same arithmetic as moe_expert.h's
+// kernels with the router (moe_router.h) inside the first.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,27 +9,6 @@
 #include "model/expert_slot.h"
 
 namespace imp::cuda {
-
-// Router: per token row of logits [rows, experts] (experts <= 4096, 1 <= k <= 64), the top k by softmax
-// probability (ties: lower expert id), weights from an fp32 softmax, optionally renormalised over the k.
-// Writes experts [rows, k] (descending) and weights [rows, k]. A warp per row up to 512 experts and k <= 16 (the
-// decode router's selection and softmax), else a block per row; every expert is considered.
-// The choice is made on the logits (softmax is monotonic; equal logits are equal probabilities).
-void launch_router_topk(const float* logits, int32_t rows, int32_t experts, int32_t k, bool renormalize,
-                        int32_t* top_experts, float* top_weights, cudaStream_t stream);
-
-// Gate/up of the chosen experts: for row r and choice j (slot = slots[r*k + j]),
-// act[(r*k + j), i] = bf16( silu(gate_i . x_r) * (up_i . x_r) ), i < padded I (zero in the padding);
-// x [rows, H] fp32 (used as bf16); act [rows * k, layout.padded_intermediate].
-void launch_expert_gate_up(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
-                           const float* x, const int32_t* slots, int32_t rows, int32_t k, uint16_t* act,
-                           cudaStream_t stream);
-
-// Down and combine: y[r, n] = sum_j weights[r*k + j] * (down_n . act[(r*k + j), :]), overwriting y [rows, H],
-// the k choices summed in choice order inside the kernel (deterministic; no workspace). k <= 16.
-void launch_expert_down(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
-                        const uint16_t* act, const int32_t* slots, const float* weights, int32_t rows, int32_t k,
-                        float* y, cudaStream_t stream);
 
 // The decode MoE after its input projection (one token row, NVFP4 slots, every expert resident: slot = expert
 // id), in two kernels instead of four (router, gate/up, down, shared expert):

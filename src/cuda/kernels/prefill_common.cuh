@@ -1,10 +1,5 @@
-// Device helpers shared by the prefill kernels (tensor-core tiles): cp.async, ldmatrix, mma.m16n8k16 (bf16,
-// fp32 accumulate), bf16 packing and the exact NVFP4 fragment decode of the expert slots.
-//
-// mma.m16n8k16 fragments (g = lane / 4, c = lane % 4):
-//   A (16x16, row-major): a0 = (row g, k 2c..2c+1), a1 = (row g+8, k 2c..), a2 = (row g, k 2c+8..), a3 = (row g+8, k 2c+8..)
-//   B (16x8, "col"):       b0 = (k 2c..2c+1, col g), b1 = (k 2c+8..2c+9, col g)
-//   C/D (16x8, fp32):      d0, d1 = (row g, cols 2c, 2c+1), d2, d3 = (row g+8, cols 2c, 2c+1)
+// Device helpers shared by the prefill kernels (tensor-core tiles): cp.async with zero fill, ldmatrix, bf16
+// splitting and scaling (mma_16816 and pack_bf16x2 are in device_math.cuh).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -40,18 +35,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(smem)));
-}
-
-__device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
 }
 
 __device__ __forceinline__ uint16_t bf16_bits(float v) {
