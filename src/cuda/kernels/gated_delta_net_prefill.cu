@@ -6,136 +6,16 @@
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 #include "cuda/kernels/prefill_common.cuh"
+#include "cuda/kernels/split_bf16_mma.cuh"
 
 namespace imp::cuda {
 namespace {
 
 using namespace prefill;
+using namespace split_bf16_mma;
 
 constexpr int kC = 64;           // chunk length
 constexpr int kMaxDim = 128;     // key_dim, value_dim
-constexpr int kConvTokens = 32;  // tokens per conv thread
-
-// ---- conv ----------------------------------------------------------------------------------------------
-
-template <int K>
-__global__ void conv_prefill_kernel(const uint16_t* conv_w, const float* __restrict__ mixed, const float* __restrict__ state,
-                                    int channels, int tokens, float* __restrict__ out) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  const int t0 = blockIdx.y * kConvTokens;
-  if (c >= channels) return;
-  float w[K], hist[K - 1];
-#pragma unroll
-  for (int j = 0; j < K; ++j) w[j] = bf16_bits_to_float(conv_w[static_cast<size_t>(c) * K + j]);
-#pragma unroll
-  for (int j = 0; j < K - 1; ++j) {
-    const int t = t0 - (K - 1) + j;  // input time; negative times come from the state
-    hist[j] = t >= 0 ? mixed[static_cast<size_t>(t) * channels + c] : state[static_cast<size_t>(t + K - 1) * channels + c];
-  }
-  const int t_end = min(t0 + kConvTokens, tokens);
-  for (int t = t0; t < t_end; ++t) {
-    const float xin = mixed[static_cast<size_t>(t) * channels + c];
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < K - 1; ++j) sum += w[j] * hist[j];
-    sum += w[K - 1] * xin;
-    out[static_cast<size_t>(t) * channels + c] = sum * sigmoidf(sum);
-#pragma unroll
-    for (int j = 0; j + 1 < K - 1; ++j) hist[j] = hist[j + 1];
-    hist[K - 2] = xin;
-  }
-}
-
-// The state becomes the last K-1 rows of [state ++ mixed]; row r reads index tokens + r >= r, so ascending r
-// in place is safe.
-__global__ void conv_state_kernel(const float* __restrict__ mixed, float* state, int channels, int tokens, int K) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= channels) return;
-  for (int r = 0; r < K - 1; ++r) {
-    const int s = tokens + r;
-    state[static_cast<size_t>(r) * channels + c] =
-        s < K - 1 ? state[static_cast<size_t>(s) * channels + c] : mixed[static_cast<size_t>(s - (K - 1)) * channels + c];
-  }
-}
-
-// ---- 3xBF16 tensor-core products -------------------------------------------------------------------------
-//
-// Every matrix product of the chunked algebra runs on mma.m16n8k16 (bf16 in, fp32 accumulate) with each fp32
-// operand split into two bf16 terms: x = hi + lo, hi = bf16_rn(x), lo = bf16_rn(x - hi) (x - hi is exact in fp32),
-// and
-//   a b ~ a_hi b_hi + (a_hi b_lo + a_lo b_hi),
-// the two correction products in a separate accumulator that is added once at the end (Ootomo & Yokota 2022:
-// adding the small terms into the large accumulator loses them to the tensor core's truncating adds).
-// Error per product: |a_lo b_lo| <= 2^-18 |a b| dropped, plus the rounding of lo (<= 2^-18 |x| per operand):
-// ~2^-17 relative, against 2^-24 for an fp32 FMA; the sums themselves are fp32 (the tensor core truncates
-// instead of rounding: <= 2^-23 per add). A dot product of length 128 therefore lands within ~1e-5 relative of
-// its terms' scale; across 64 chunks of the scan the state error grows no faster than that per chunk (the
-// recurrence is contractive: e^gamma <= 1, and I - beta k k^T has norm <= 1). Until session 12 these products ran
-// as 3xTF32 on m16n8k8 (~2^-21 per product), which took twice the MMAs, scalar fragment loads and five
-// instructions per split element instead of three; the three kernels are bound by instruction issue.
-//
-// Fragments (g = lane / 4, t = lane % 4), each register two bf16 with the lower k in its low half: A (16x16,
-// row-major) a0 = (g, 2t..2t+1), a1 = (g+8, 2t..), a2 = (g, 2t+8..), a3 = (g+8, 2t+8..); B (16x8) b0 = (k 2t..2t+1,
-// n g), b1 = (k 2t+8.., n g); C c0, c1 = (g, 2t..2t+1), c2, c3 = (g+8, 2t..).
-// Shared-memory strides: a pair along a row (row-major A, n-major B) is one 8-byte load, conflict-free with a
-// stride = 8 mod 32; a pair down a column (k-major B, column-major A) is two 4-byte loads, conflict-free with a
-// stride = 4 mod 8. Where one array is read both ways, the row reads get the conflict-free stride.
-
-struct FragA {
-  uint32_t hi[4], lo[4];
-};
-struct FragB {
-  uint32_t hi[2], lo[2];
-};
-struct Acc {  // value = m + c
-  float m[4], c[4];
-};
-
-__device__ __forceinline__ void split_bf16(float2 v, uint32_t& hi, uint32_t& lo) {
-  hi = pack_bf16x2(v.x, v.y);
-  lo = pack_bf16x2(v.x - __uint_as_float(hi << 16), v.y - __uint_as_float(hi & 0xffff0000u));
-}
-
-// The two values of a pair along a row (8-byte aligned) or down a column of `stride` floats.
-__device__ __forceinline__ float2 row_pair(const float* p) { return *reinterpret_cast<const float2*>(p); }
-__device__ __forceinline__ float2 column_pair(const float* p, int stride) { return make_float2(p[0], p[stride]); }
-
-// f(row, k) = {A[row][k], A[row][k + 1]} for row < 16 and even k < 16 of the tile.
-template <typename F>
-__device__ __forceinline__ FragA load_a(F f) {
-  const int lane = threadIdx.x % kWarp, g = lane >> 2, t = lane & 3;
-  const float2 v[4] = {f(g, 2 * t), f(g + 8, 2 * t), f(g, 2 * t + 8), f(g + 8, 2 * t + 8)};
-  FragA r;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) split_bf16(v[i], r.hi[i], r.lo[i]);
-  return r;
-}
-
-// f(k, n) = {B[k][n], B[k + 1][n]} for even k < 16 and n < 8 of the tile.
-template <typename F>
-__device__ __forceinline__ FragB load_b(F f) {
-  const int lane = threadIdx.x % kWarp, g = lane >> 2, t = lane & 3;
-  const float2 v[2] = {f(2 * t, g), f(2 * t + 8, g)};
-  FragB r;
-#pragma unroll
-  for (int i = 0; i < 2; ++i) split_bf16(v[i], r.hi[i], r.lo[i]);
-  return r;
-}
-
-__device__ __forceinline__ void mma3(Acc& d, const FragA& a, const FragB& b) {
-  mma_16816(d.c, a.lo, b.hi[0], b.hi[1]);
-  mma_16816(d.c, a.hi, b.lo[0], b.lo[1]);
-  mma_16816(d.m, a.hi, b.hi[0], b.hi[1]);
-}
-
-__device__ __forceinline__ void acc_zero(Acc& d) {
-#pragma unroll
-  for (int e = 0; e < 4; ++e) d.m[e] = d.c[e] = 0.0f;
-}
-
-// Row and column (within the 16x8 tile) of accumulator element e.
-__device__ __forceinline__ int acc_row(int e) { return ((threadIdx.x % kWarp) >> 2) + 8 * (e >> 1); }
-__device__ __forceinline__ int acc_col(int e) { return 2 * (threadIdx.x & 3) + (e & 1); }
 
 // f(i, c) for every i < rows, c < cols, over the block's kBlockThreads threads in the order of the flat index
 // e = tid + k * kBlockThreads (i = e / cols, c = e % cols): the divisions once, then steps (cols is a runtime
@@ -693,24 +573,6 @@ void set_smem(Kernel kernel, size_t bytes) {
 }
 
 }  // namespace
-
-void launch_gdn_conv_prefill(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w, const float* mixed,
-                             float* conv_state, int32_t tokens, float* out, cudaStream_t stream) {
-  if (tokens <= 0) return;
-  const int channels = shape.conv_channels();
-  const dim3 grid((channels + 127) / 128, (tokens + kConvTokens - 1) / kConvTokens);
-  switch (shape.conv_kernel) {
-#define IMP_CONV_CASE(K) \
-  case K: conv_prefill_kernel<K><<<grid, 128, 0, stream>>>(w.conv1d, mixed, conv_state, channels, tokens, out); break;
-    IMP_CONV_CASE(2) IMP_CONV_CASE(3) IMP_CONV_CASE(4) IMP_CONV_CASE(5) IMP_CONV_CASE(6) IMP_CONV_CASE(7) IMP_CONV_CASE(8)
-#undef IMP_CONV_CASE
-    default:
-      throw_invalid_launch("gdn conv prefill: kernel size must be 2..8");
-  }
-  IMP_CUDA_CHECK_LAUNCH();
-  conv_state_kernel<<<(channels + 255) / 256, 256, 0, stream>>>(mixed, conv_state, channels, tokens, shape.conv_kernel);
-  IMP_CUDA_CHECK_LAUNCH();
-}
 
 size_t gdn_prefill_workspace_bytes(const GatedDeltaNetShape& shape, int32_t tokens) {
   const size_t chunks = (static_cast<size_t>(tokens) + kC - 1) / kC;
