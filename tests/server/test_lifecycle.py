@@ -34,9 +34,10 @@ def test_full_queue_answers_503_at_once():
         while (depth := server.metrics().get("imp_queue_depth")) != 1 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert depth == 1, f"the second long request never waited in the queue (answers so far: {results})"
-        start = time.monotonic()
         refused = server.post("/v1/chat/completions", chat_body(max_tokens=4))
-        assert time.monotonic() - start < 1.0
+        # At once: while both long generations are still going (a wall-clock bound failed on a loaded CI
+        # machine, where the refusal itself took 2.8 s).
+        assert results == [], "the refusal waited for a running generation to end"
         assert refused.status_code == 503
         assert refused.headers["Retry-After"] == "1"
         assert refused.json()["error"]["code"] == "server_busy"
