@@ -19,7 +19,7 @@ struct ThreadBlas {
   void* workspace = nullptr;
   ThreadBlas() {
     check_blas(cublasCreate(&handle), "cublasCreate");
-    IMP_CUDA_CHECK(cudaMalloc(&workspace, kWorkspaceBytes));
+    IMP_CUDA_CHECK_ALLOC(cudaMalloc(&workspace, kWorkspaceBytes), kWorkspaceBytes);
     check_blas(cublasSetWorkspace(handle, workspace, kWorkspaceBytes), "cublasSetWorkspace");
   }
   ~ThreadBlas() {

@@ -199,7 +199,7 @@ struct DeviceModel::Builder {
     t.row_count = w ? total_rows : static_cast<int64_t>(dummy_bytes / (element * static_cast<size_t>(t.head_dim)));
     const size_t bytes = static_cast<size_t>(t.row_count) * static_cast<size_t>(t.head_dim) * element;
     void* host = nullptr;
-    IMP_CUDA_CHECK(cudaHostAlloc(&host, bytes, cudaHostAllocMapped));
+    IMP_CUDA_CHECK_HOST_ALLOC(cudaHostAlloc(&host, bytes, cudaHostAllocMapped), bytes);
     model.pinned_tables_.push_back(host);
     uint8_t* out = static_cast<uint8_t*>(host);
     if (w) {
@@ -301,7 +301,7 @@ std::unique_ptr<DeviceModel> DeviceModel::upload(const model::ModelConfig& confi
   model->slot_layout_ = model::ExpertSlotLayout::make(
       static_cast<int32_t>(config.hidden_size), static_cast<int32_t>(config.moe_intermediate_size),
       weights.experts_nvfp4 ? model::SlotFormat::kNvfp4 : model::SlotFormat::kBf16);
-  Builder{*model, &weights, 0}.build(0);
+  model->build_or_explain([&] { Builder{*model, &weights, 0}.build(0); });
   log::info("cuda weights: {:.2f} GiB on the device ({} experts per layer in {} slots of {:.2f} MiB)",
             static_cast<double>(model->device_bytes_) / kGiB, config.num_experts,
             model->slot_layout_.format == model::SlotFormat::kNvfp4 ? "NVFP4" : "BF16",
@@ -313,11 +313,23 @@ std::unique_ptr<DeviceModel> DeviceModel::dummy(const model::ModelConfig& config
   std::unique_ptr<DeviceModel> model(new DeviceModel(config));
   model->slot_layout_ = model::ExpertSlotLayout::make(static_cast<int32_t>(config.hidden_size),
                                                       static_cast<int32_t>(config.moe_intermediate_size));
-  Builder{*model, nullptr, seed}.build(ple_table_bytes);
+  model->build_or_explain([&] { Builder{*model, nullptr, seed}.build(ple_table_bytes); });
   log::info("dummy weights: {:.2f} GiB of random weights on the device (NVFP4 experts), PLE table {:.2f} GiB FP8 in "
             "pinned host memory (smaller than the hash range; row ids wrap)",
             static_cast<double>(model->device_bytes_) / kGiB, static_cast<double>(ple_table_bytes) / kGiB);
   return model;
+}
+
+void DeviceModel::build_or_explain(const std::function<void()>& build) {
+  try {
+    build();
+  } catch (const OutOfMemory& error) {
+    throw OutOfMemory(fmt::format(
+        "the model does not fit: {:.2f} GiB of its weights were on the GPU when this failed: {}. Every weight is "
+        "resident in GPU memory (experts kept in host RAM are the next step, docs/expert_cache.md): use a GPU with "
+        "more free memory",
+        static_cast<double>(device_bytes_) / kGiB, error.what()));
+  }
 }
 
 DeviceModel::~DeviceModel() {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -122,6 +123,8 @@ class DeviceModel {
  private:
   struct Builder;
   explicit DeviceModel(const model::ModelConfig& config) : config_(config) {}
+  // Runs a Builder; running out of memory becomes an error that says the model does not fit, and how far it got.
+  void build_or_explain(const std::function<void()>& build);
 
   model::ModelConfig config_;
   model::ExpertSlotLayout slot_layout_;

@@ -66,7 +66,8 @@ CudaEngine::CudaEngine(const std::filesystem::path& model_dir, const runtime::En
   }
   IMP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   workspace_ = std::make_unique<DecodeWorkspace>(*model_);
-  IMP_CUDA_CHECK(cudaMallocHost(&host_logits_, static_cast<size_t>(kPrefillLogitRows) * static_cast<size_t>(config_.vocab_size) * sizeof(float)));
+  const size_t host_logit_bytes = static_cast<size_t>(kPrefillLogitRows) * static_cast<size_t>(config_.vocab_size) * sizeof(float);
+  IMP_CUDA_CHECK_HOST_ALLOC(cudaMallocHost(&host_logits_, host_logit_bytes), host_logit_bytes);
   prefill_logits_ = DeviceBuffer<float>(static_cast<size_t>(kPrefillLogitRows) * static_cast<size_t>(config_.vocab_size));
   sample_params_ = DeviceBuffer<SampleParams>(1);
   sampled_token_ = DeviceBuffer<int32_t>(1);

@@ -15,7 +15,7 @@ class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   explicit DeviceBuffer(size_t count) : count_(count) {
-    if (count) IMP_CUDA_CHECK(cudaMalloc(&data_, count * sizeof(T)));
+    if (count) IMP_CUDA_CHECK_ALLOC(cudaMalloc(&data_, count * sizeof(T)), count * sizeof(T));
   }
   explicit DeviceBuffer(std::span<const T> host) : DeviceBuffer(host.size()) { upload(host); }
   DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
