@@ -9,14 +9,12 @@
 #include "cuda/kernels/random_fill.h"
 #include "core/log.h"
 #include "model/weights.h"
+#include "runtime/memory_plan.h"
 
 namespace imp::cuda {
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-constexpr int64_t kDefaultContextCap = 32768;
-constexpr int64_t kMaxSequences = 16;  // sequences the plan makes room for (the server's default concurrency)
-constexpr int32_t kMaxPrefillChunk = 4096;
 
 // Device bytes of one sequence's fixed state at `context` tokens (KV pages not included).
 uint64_t sequence_state_bytes(const model::ModelConfig& c, int64_t context) {
@@ -77,7 +75,7 @@ CudaEngine::CudaEngine(const std::filesystem::path& model_dir, const runtime::En
   size_t free_bytes = 0, total_bytes = 0;
   IMP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   const uint64_t low8_bytes = model_->low_term_weight_bytes();
-  if (low8_bytes <= free_bytes / 10) {
+  if (runtime::plan_low_term_weights(low8_bytes, free_bytes)) {
     model_->build_low_term_weights();
     log::info("prefill low-term weights: E4M3 copies of the GDN, attention and shared-expert projections (not the "
               "router's or the indexer's rows), {:.2f} GiB "
@@ -91,42 +89,23 @@ CudaEngine::CudaEngine(const std::filesystem::path& model_dir, const runtime::En
               static_cast<double>(low8_bytes) / kGiB, static_cast<double>(free_bytes) / kGiB);
   }
 
-  // Memory plan, within 90% of what is free after the weights: the context length; the fixed state of up to 16
-  // sequences; a prefill workspace of at most a quarter of the rest; KV pages for up to 16 full-context
-  // sequences from what remains (at least one).
+  // The memory plan (runtime/memory_plan.h): context, prefill chunk and KV pages from what is free now.
   IMP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  context_ = options.max_context > 0 ? options.max_context : std::min(config_.max_position_embeddings, kDefaultContextCap);
   const int32_t layers = attention_layers(config_);
   const int32_t kv_width = static_cast<int32_t>(config_.num_key_value_heads * config_.head_dim);
-  const uint64_t page_bytes = KvCache::bytes_per_page(std::max(layers, 1), kv_width);
-  const uint64_t state_bytes = sequence_state_bytes(config_, context_);
-  const uint64_t full_context_kv = static_cast<uint64_t>(KvCache::pages_for(context_)) * page_bytes;
-  const uint64_t budget = static_cast<uint64_t>(static_cast<double>(free_bytes) * 0.9);
-  const uint64_t fixed = kMaxSequences * state_bytes;
-  if (budget < fixed + full_context_kv) {
-    fail("not enough GPU memory for sequences of {} tokens: {} sequences' state ({:.2f} GiB) and one full context of KV "
-         "({:.2f} GiB) exceed the {:.2f} GiB free after the weights; pass a shorter --max-context",
-         context_, kMaxSequences, static_cast<double>(fixed) / kGiB, static_cast<double>(full_context_kv) / kGiB,
-         static_cast<double>(free_bytes) / kGiB);
-  }
-  const uint64_t rest = budget - fixed - full_context_kv;  // the first full context is reserved above
-  int32_t chunk = static_cast<int32_t>(std::min<int64_t>(kMaxPrefillChunk, context_));
-  while (chunk > 16 && PrefillWorkspace::bytes_for(*model_, chunk, context_) > rest / 4) chunk /= 2;
-  const uint64_t prefill_bytes = PrefillWorkspace::bytes_for(*model_, chunk, context_);
-  prefill_ = std::make_unique<PrefillWorkspace>(*model_, chunk, context_);
-  const int64_t extra_pages = static_cast<int64_t>((rest > prefill_bytes ? rest - prefill_bytes : 0) / page_bytes);
-  const int64_t max_pages = kMaxSequences * KvCache::pages_for(context_);
-  const int32_t pages = static_cast<int32_t>(std::min<int64_t>(max_pages, KvCache::pages_for(context_) + extra_pages));
-  kv_ = std::make_unique<KvCache>(pages, std::max(layers, 1), kv_width);
-  log::info("memory plan: {:.2f} GiB free after weights; context {} tokens{}; per-sequence state {:.1f} MiB (room for {}); "
-            "prefill chunks of {} tokens ({:.2f} GiB workspace); KV cache {} pages x {} tokens x {:.1f} KiB = {:.2f} GiB "
-            "({:.1f} sequences at full context)",
-            static_cast<double>(free_bytes) / kGiB, context_,
-            options.max_context > 0 ? " (--max-context)" : fmt::format(" (min of the model's {} and {})", config_.max_position_embeddings, kDefaultContextCap),
-            static_cast<double>(state_bytes) / (1024.0 * 1024.0), kMaxSequences, chunk,
-            static_cast<double>(prefill_bytes) / kGiB, pages, KvCache::kPageSize, static_cast<double>(page_bytes) / 1024.0,
-            static_cast<double>(pages) * static_cast<double>(page_bytes) / kGiB,
-            static_cast<double>(pages) / static_cast<double>(KvCache::pages_for(context_)));
+  const runtime::MemoryPlan plan = runtime::plan_memory({
+      .free_bytes = free_bytes,
+      .max_context_option = options.max_context,
+      .model_max_positions = config_.max_position_embeddings,
+      .page_bytes = KvCache::bytes_per_page(std::max(layers, 1), kv_width),
+      .page_tokens = KvCache::kPageSize,
+      .state_bytes = [&](int64_t context) { return sequence_state_bytes(config_, context); },
+      .prefill_bytes = [&](int32_t chunk, int64_t context) { return PrefillWorkspace::bytes_for(*model_, chunk, context); },
+  });
+  context_ = plan.context;
+  prefill_ = std::make_unique<PrefillWorkspace>(*model_, plan.prefill_chunk, context_);
+  kv_ = std::make_unique<KvCache>(plan.kv_pages, std::max(layers, 1), kv_width);
+  log::info("{}", plan.summary);
 }
 
 CudaEngine::~CudaEngine() {
