@@ -17,7 +17,11 @@ class Error : public std::runtime_error {
 // Out of GPU or pinned host memory; callers that know what they were placing add that to the message.
 class OutOfMemory : public Error {
  public:
-  using Error::Error;
+  OutOfMemory(const std::string& message, bool pinned_host) : Error(message), pinned_host_(pinned_host) {}
+  bool pinned_host() const { return pinned_host_; }
+
+ private:
+  bool pinned_host_;
 };
 
 template <typename... Args>

@@ -22,14 +22,16 @@ void throw_allocation_error(cudaError_t status, size_t bytes, bool pinned_host, 
     throw OutOfMemory(fmt::format("out of pinned host memory: {} ({}:{}) needs {:.2f} GiB of page-locked RAM; the "
                                   "machine's free RAM or its locked-memory limit (ulimit -l, a container's memory "
                                   "limit) is too small for it",
-                                  what, file, line, wanted));
+                                  what, file, line, wanted),
+                      true);
   }
   size_t free_bytes = 0, total_bytes = 0;
   cudaMemGetInfo(&free_bytes, &total_bytes);
   throw OutOfMemory(fmt::format("out of GPU memory: {} ({}:{}) needs {:.2f} GiB, {:.2f} GiB of the GPU's {:.2f} GiB are "
                                 "free",
                                 what, file, line, wanted, static_cast<double>(free_bytes) / kGiB,
-                                static_cast<double>(total_bytes) / kGiB));
+                                static_cast<double>(total_bytes) / kGiB),
+                    false);
 }
 
 }  // namespace imp::cuda

@@ -324,11 +324,14 @@ void DeviceModel::build_or_explain(const std::function<void()>& build) {
   try {
     build();
   } catch (const OutOfMemory& error) {
-    throw OutOfMemory(fmt::format(
-        "the model does not fit: {:.2f} GiB of its weights were on the GPU when this failed: {}. Every weight is "
-        "resident in GPU memory (experts kept in host RAM are the next step, docs/expert_cache.md): use a GPU with "
-        "more free memory",
-        static_cast<double>(device_bytes_) / kGiB, error.what()));
+    const char* advice = error.pinned_host()
+                             ? "the n-gram table stays in pinned host memory: free RAM or raise the locked-memory limit"
+                             : "every weight is resident in GPU memory (experts kept in host RAM are the next step, "
+                               "docs/expert_cache.md): use a GPU with more free memory";
+    throw OutOfMemory(fmt::format("the model does not fit: {:.2f} GiB of its weights were on the GPU when this failed: "
+                                  "{}. {}",
+                                  static_cast<double>(device_bytes_) / kGiB, error.what(), advice),
+                      error.pinned_host());
   }
 }
 
