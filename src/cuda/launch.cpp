@@ -15,6 +15,7 @@ LaunchPriority::~LaunchPriority() { priority_now = previous_; }
 std::optional<int> launch_priority() { return priority_now; }
 
 void raise_shared_limit_outside_capture(const void* kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return;
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   IMP_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
   const cudaError_t status = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes));

@@ -76,9 +76,9 @@ void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shar
   IMP_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
-// A kernel's dynamic shared-memory limit raised to `bytes` (needed above 48 KB). The first decode step may be
-// being captured into a graph, where attribute calls are not allowed: the call runs in relaxed capture mode for
-// this thread. Callers do it once per kernel (std::call_once).
+// A kernel's dynamic shared-memory limit raised to `bytes` when above the default 48 KB (nothing below it). The
+// first decode step may be being captured into a graph, where attribute calls are not allowed: the call runs in
+// relaxed capture mode for this thread. Callers with a fixed size do it once (std::call_once).
 void raise_shared_limit_outside_capture(const void* kernel, size_t bytes);
 template <class... Params>
 void raise_shared_limit_outside_capture(void (*kernel)(Params...), size_t bytes) {

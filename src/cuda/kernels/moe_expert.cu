@@ -105,13 +105,6 @@ __global__ void expert_down_bf16_kernel(const uint8_t* pool, const model::SlotSc
   if (lane == 0) y[static_cast<size_t>(row) * H + n] = out;
 }
 
-// Above 48 KB a kernel needs an explicit opt-in (done once, never inside graph capture for small sizes).
-template <typename Kernel>
-void raise_shared_limit(Kernel kernel, size_t bytes) {
-  if (bytes <= 48 * 1024) return;
-  IMP_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-}
-
 }  // namespace
 
 void launch_expert_gate_up(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
@@ -120,7 +113,7 @@ void launch_expert_gate_up(const uint8_t* pool, const model::SlotScales* scales,
   if (rows <= 0 || k <= 0) return;
   if (layout.format == model::SlotFormat::kBf16) {
     const size_t bytes = static_cast<size_t>(layout.hidden) * sizeof(float);
-    raise_shared_limit(expert_gate_up_bf16_kernel, bytes);
+    raise_shared_limit_outside_capture(expert_gate_up_bf16_kernel, bytes);
     const dim3 grid((layout.intermediate + kBf16Warps - 1) / kBf16Warps, rows * k);
     launch_kernel(expert_gate_up_bf16_kernel, grid, kBf16Warps * kWarp, bytes, stream, 1, pool, scales, layout, x, slots, k,
                   act);
@@ -139,7 +132,7 @@ void launch_expert_down(const uint8_t* pool, const model::SlotScales* scales, co
   if (rows <= 0 || k <= 0) return;
   if (layout.format == model::SlotFormat::kBf16) {
     const size_t bytes = static_cast<size_t>(k) * layout.intermediate * sizeof(float);
-    raise_shared_limit(expert_down_bf16_kernel, bytes);
+    raise_shared_limit_outside_capture(expert_down_bf16_kernel, bytes);
     const dim3 grid((layout.hidden + kBf16Warps - 1) / kBf16Warps, rows);
     launch_kernel(expert_down_bf16_kernel, grid, kBf16Warps * kWarp, bytes, stream, 1, pool, scales, layout, act, slots,
                   weights, k, y);
