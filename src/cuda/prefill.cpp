@@ -20,6 +20,7 @@
 #include "cuda/kernels/ple_prefill.h"
 #include "cuda/kernels/qsa.h"
 #include "cuda/kernels/shared_expert.h"
+#include "cuda/launch.h"
 
 namespace imp::cuda {
 namespace {
@@ -390,6 +391,9 @@ void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateD
   const model::ModelConfig& c = model.config();
   if (T < 1 || T > ws.max_tokens) fail("internal: prefill chunk of {} tokens (workspace holds {})", T, ws.max_tokens);
   const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count);
+  // Our kernels launch while the previous one drains (launch.h); cuBLAS's and the launches that do not go through
+  // launch_kernel stay ordinary, fully ordered launches.
+  const PdlScope pdl;
 
   // Embedding (unscaled) into every stream.
   launch_embed_streams(model.embed_tokens().data, ws.tokens.data(), T, d, S, ws.stream.data(), stream);

@@ -141,7 +141,8 @@ TEST(GpuHyperConnection, MixMatchesTheFormulaOnBothPaths) {
   check_mix(3, 66, 5);    // one output per thread
 }
 
-// The prefill's fused write + norm + split (launch_hc_write_norm_split) against the three kernels it replaces,
+// The prefill's fused write + norm + split (launch_hc_write_norm_split; both of its kernels: the row in registers
+// and the wider one) against the three kernels it replaces,
 // bit for bit: the same values and the same summation order (the streams and both split terms). Every shape has
 // more than 64 (row, group) items or groups below 1024, so launch_rms_norm takes its row kernel (few wide rows take
 // the cluster kernel, which sums in another order; its norms may differ in the last bit). The inject logits (when
@@ -194,6 +195,8 @@ TEST(GpuHyperConnection, FusedWriteNormSplitMatchesTheSeparateKernels) {
   check_write_norm_split(2, 1028, 33, true);   // 257 quads: a partial last warp, more quads than threads
   check_write_norm_split(4, 2560, 17, false);  // no inject weights (the final mixer's read): no logits
   check_write_norm_split(6, 64, 17, true);     // more than four streams: the eight-logit instantiation
+  check_write_norm_split(2, 4096, 33, true);   // 4 quads per thread: too wide for the row in registers
+  check_write_norm_split(4, 1028, 17, false);  // 2 quads per thread in registers, a partial last warp
 }
 
 }  // namespace

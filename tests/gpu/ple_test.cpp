@@ -126,6 +126,51 @@ void run_case(int d, int streams, int embed, int ngram, int heads_per_ngram, boo
   EXPECT_EQ(gpu_context, state.context);
 }
 
+// The table gather for many rows at once (prefill), against the host decode of each row: FP8 rows of 160 bytes in
+// mapped host memory, as the engine keeps them, BF16 rows of 32 and 24 bytes; ids beyond the table wrap. Exact: both sides round e4m3 * scale once to bf16.
+void check_gather(bool fp8, int head_dim, int rows, int heads, int64_t table_rows) {
+  const int element = fp8 ? 1 : 2;
+  const size_t bytes = static_cast<size_t>(table_rows) * head_dim * element;
+  void* host = nullptr;
+  IMP_CUDA_CHECK(cudaHostAlloc(&host, bytes, cudaHostAllocMapped));
+  auto* table_bytes = static_cast<uint8_t*>(host);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (size_t i = 0; i < bytes; ++i) {
+    table_bytes[i] = static_cast<uint8_t>(byte(rng()));
+    if (fp8 && (table_bytes[i] & 0x7f) == 0x7f) table_bytes[i] = 0x7e;  // no NaN codes
+    if (!fp8 && i % 2 == 1 && (table_bytes[i] & 0x7f) >= 0x7f) table_bytes[i] = 0x40;  // no inf or NaN bf16
+  }
+  void* mapped = nullptr;
+  IMP_CUDA_CHECK(cudaHostGetDevicePointer(&mapped, host, 0));
+  const float scale = 1.9931793212890625e-4f;
+  const PleTableDevice table{static_cast<const uint8_t*>(mapped), fp8, fp8 ? scale : 1.0f, head_dim, table_rows};
+  std::vector<int64_t> ids(static_cast<size_t>(rows) * heads);
+  std::uniform_int_distribution<int64_t> id(0, 3 * table_rows);
+  for (int64_t& v : ids) v = id(rng());
+  DeviceBuffer<int64_t> d_ids(ids);
+  DeviceBuffer<float> d_emb(ids.size() * static_cast<size_t>(head_dim));
+  launch_ple_gather(table, d_ids.data(), rows, heads, d_emb.data(), nullptr);
+  IMP_CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<float> want(ids.size() * static_cast<size_t>(head_dim));
+  for (size_t item = 0; item < ids.size(); ++item) {
+    const uint8_t* row = table_bytes + static_cast<size_t>(ids[item] % table_rows) * head_dim * element;
+    for (int i = 0; i < head_dim; ++i) {
+      want[item * static_cast<size_t>(head_dim) + static_cast<size_t>(i)] =
+          fp8 ? bf16_to_f32(f32_to_bf16(e4m3_to_f32(row[i]) * scale))
+              : bf16_to_f32(static_cast<uint16_t>(row[2 * i] | (row[2 * i + 1] << 8)));
+    }
+  }
+  EXPECT_TRUE(d_emb.download() == want) << (fp8 ? "fp8" : "bf16") << " rows of " << head_dim;
+  IMP_CUDA_CHECK(cudaFreeHost(host));
+}
+
+TEST(GpuPle, GatherOfManyRowsMatchesTheHostRows) {
+  check_gather(true, 160, 37, 16, 1000);  // released: 160-byte FP8 rows
+  check_gather(false, 16, 5, 3, 50);
+  check_gather(false, 12, 9, 4, 50);
+  check_gather(true, 12, 9, 4, 50);
+}
+
 TEST(GpuPle, DecodeStepMatchesCpuAtReleasedShapesWithFp8Table) { run_case(2560, 4, 2560, 3, 8, true); }
 TEST(GpuPle, DecodeStepMatchesCpuAtSmallShapesWithBf16Table) { run_case(48, 2, 48, 4, 4, false); }
 
