@@ -11,7 +11,7 @@ namespace {
 
 constexpr int kThreads = 1024;
 constexpr int kScoreThreads = 256;
-constexpr int kScoreBlocks = 128;  // 1024 warps: 8 block keys each at 32K context
+constexpr int kScoreBlocks = 128;  // 32768 lanes: one block key each up to 128K context
 
 // One warp per block key.
 __global__ void qsa_block_keys_kernel(const float* raw_keys, int first_block, int last_block, int ratio, int dim,
@@ -31,78 +31,79 @@ __device__ __forceinline__ uint32_t order_key(float f) {
 }
 
 constexpr int kMaxIndexHeads = kQsaMaxIndexHeads;
-constexpr int kKeyLanes = kQsaMaxIndexDim / kWarp;  // a lane's elements of a key: lane, lane + 32, ...
-static_assert(kKeyLanes * kWarp == kQsaMaxIndexDim, "whole lanes");
 
-// A lane's elements of an index vector (zero past dim).
-__device__ __forceinline__ void load_lanes(const float* v, int dim, int lane, float (&out)[kKeyLanes]) {
-#pragma unroll
-  for (int j = 0; j < kKeyLanes; ++j) out[j] = lane + j * kWarp < dim ? v[lane + j * kWarp] : 0.0f;
-}
-__device__ __forceinline__ void load_query_lanes(const float* queries, int heads, int dim, int lane,
-                                                 float (&q)[kMaxIndexHeads][kKeyLanes]) {
-#pragma unroll
-  for (int h = 0; h < kMaxIndexHeads; ++h) {
-    if (h < heads) load_lanes(queries + h * dim, dim, lane, q[h]);
+// kVec floats at p (16-byte aligned for kVec = 4).
+template <int kVec>
+__device__ __forceinline__ void load_vec(const float* p, float (&out)[kVec]) {
+  if constexpr (kVec == 4) {
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+  } else {
+    out[0] = *p;
   }
 }
 
-// One block key's score before the 1/sqrt(dim) scale, by one warp from the lanes' elements: lane-strided dot
-// per head, warp sum, relu, sum over heads. Both selection paths use it, so their scores are bit-identical.
-__device__ __forceinline__ float block_score(const float (&q)[kMaxIndexHeads][kKeyLanes], int heads, int dim,
-                                             const float (&key)[kKeyLanes], int lane) {
+// Block scores are computed a lane per block key: per head the dot product over the key's elements in order
+// (one fmaf each), relu, the sum over the heads in order. One lane holding a whole dot product needs no
+// cross-lane sums: the warp per key with shuffle sums it replaces took ~125 warp instructions per (row, key),
+// a short-scoreboard stall on the shuffles its top stall (session 17, Nsight Compute). Both selection paths
+// use these two functions, so their scores are bit-identical.
+// dot[h] += q[h, e0 .. e1) . key[e0 .. e1) (e0, e1 multiples of kVec; q [heads][dim] in shared memory, every lane
+// reading the same address: a broadcast); key(e, k) loads the key's elements e .. e + kVec into k.
+template <int kVec, class Key>
+__device__ __forceinline__ void accumulate_dots(const float* q, int heads, int dim, int e0, int e1, Key key,
+                                                float (&dot)[kMaxIndexHeads]) {
+  for (int e = e0; e < e1; e += kVec) {
+    float k[kVec];
+    key(e, k);
+#pragma unroll
+    for (int h = 0; h < kMaxIndexHeads; ++h) {
+      if (h < heads) {
+        float v[kVec];
+        load_vec<kVec>(q + h * dim + e, v);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) dot[h] = fmaf(v[i], k[i], dot[h]);
+      }
+    }
+  }
+}
+// The score before the 1/sqrt(dim) scale.
+__device__ __forceinline__ float heads_score(const float (&dot)[kMaxIndexHeads], int heads) {
   float score = 0.0f;
 #pragma unroll
   for (int h = 0; h < kMaxIndexHeads; ++h) {
-    if (h >= heads) break;
-    float dot = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kKeyLanes; ++j) {
-      if (lane + j * kWarp < dim) dot += q[h][j] * key[j];
-    }
-    score += fmaxf(0.0f, warp_sum(dot));
+    if (h < heads) score += fmaxf(0.0f, dot[h]);
   }
   return score;
 }
 
-// The scores of block keys first, first + stride, ... < blocks by one warp, kScoreBatch keys loaded together
-// (a loop of one key per round trip took ~13 us at 32K context): store(b, score before the 1/sqrt(dim) scale).
-constexpr int kScoreBatch = 8;
-template <class Store>
-__device__ __forceinline__ void score_blocks(const float (&q)[kMaxIndexHeads][kKeyLanes], int heads, int dim,
-                                             const float* block_keys, int first, int stride, int blocks, int lane,
-                                             Store store) {
-  for (int b0 = first; b0 < blocks; b0 += stride * kScoreBatch) {
-    float key[kScoreBatch][kKeyLanes];
-#pragma unroll
-    for (int u = 0; u < kScoreBatch; ++u) {
-      if (b0 + u * stride < blocks) load_lanes(block_keys + static_cast<size_t>(b0 + u * stride) * dim, dim, lane, key[u]);
-    }
-#pragma unroll
-    for (int u = 0; u < kScoreBatch; ++u) {
-      if (b0 + u * stride >= blocks) break;
-      store(b0 + u * stride, block_score(q, heads, dim, key[u], lane));
-    }
-  }
+// The queries [heads * dim] into shared memory, by the whole block; every thread must call it.
+__device__ __forceinline__ void stage_queries(const float* queries, int count, float* q) {
+  for (int i = threadIdx.x; i < count; i += blockDim.x) q[i] = queries[i];
+  __syncthreads();
 }
 
-// Scores, spread over the grid: one warp per block key (warp-strided over every warp of the grid: 8 keys per
-// warp, one batch, at 32K context), queries in registers.
+// Scores, spread over the grid: a lane per block key, read straight from global memory (decode: one row; 8192
+// keys over the grid's 32768 lanes at 32K context).
 __global__ void __launch_bounds__(kScoreThreads) qsa_score_kernel(const float* queries, int heads, int dim,
                                                                   const float* block_keys, const int32_t* positions,
                                                                   int ratio, int block_topk, float* scores) {
   pdl_begin();
   const int blocks = (positions[0] + 1) / ratio;
   if (blocks <= block_topk) return;  // every block is kept: the selection reads no score
-  const int lane = threadIdx.x % kWarp;
-  const int warps = gridDim.x * (kScoreThreads / kWarp);
+  __shared__ __align__(16) float q[kQsaMaxIndexHeads * kQsaMaxIndexDim];
+  stage_queries(queries, heads * dim, q);
   const float inv_sqrt_dim = rsqrtf(static_cast<float>(dim));
-  float q[kMaxIndexHeads][kKeyLanes];
-  load_query_lanes(queries, heads, dim, lane, q);
-  score_blocks(q, heads, dim, block_keys, blockIdx.x * (kScoreThreads / kWarp) + static_cast<int>(threadIdx.x) / kWarp,
-               warps, blocks, lane, [&](int b, float score) {
-                 if (lane == 0) scores[b] = score * inv_sqrt_dim;
-               });
+  for (int b = blockIdx.x * kScoreThreads + threadIdx.x; b < blocks; b += gridDim.x * kScoreThreads) {
+    const float* key_row = block_keys + static_cast<size_t>(b) * dim;
+    float dot[kMaxIndexHeads] = {};
+    if (dim % 4 == 0) {
+      accumulate_dots<4>(q, heads, dim, 0, dim, [&](int e, float(&k)[4]) { load_vec<4>(key_row + e, k); }, dot);
+    } else {
+      accumulate_dots<1>(q, heads, dim, 0, dim, [&](int e, float(&k)[1]) { k[0] = key_row[e]; }, dot);
+    }
+    scores[b] = heads_score(dot, heads) * inv_sqrt_dim;
+  }
 }
 
 // Exclusive prefix sum of v over the block (blockDim.x == kBlockThreads); total gets the block's sum.
@@ -237,19 +238,24 @@ __global__ void __launch_bounds__(kThreads) qsa_select_kernel(const int32_t* pos
 }
 
 constexpr int kRowThreads = 512;
-constexpr int kRowSmemBytes = 200 * 1024;  // the most dynamic shared memory a select-rows block takes
+constexpr int kRowSmemBytes = 227 * 1024;  // the most dynamic shared memory a select-rows block takes (the H200's)
+// Keys are staged a warp at a time: 32 keys (a lane each) x 32 elements, loaded coalesced; a staged key takes
+// kStageStride floats, so a lane's 16-byte reads of its own key fall in distinct banks in each phase of 8 lanes.
+constexpr int kStageElements = 32, kStageStride = kStageElements + 4;
+constexpr int kStageFloats = (kRowThreads / kWarp) * kWarp * kStageStride;
 
-// Many rows (prefill), one block of threads per row: the row's queries and its blocks' order keys in
-// shared memory, the scores of block_score and the radix select of qsa_select_kernel, written as the row's
-// bitmap (launch_qsa_select_rows).
+// Many rows (prefill), one block of threads per row: the row's queries, its blocks' order keys and the warps'
+// key stages in shared memory; the scores a lane per key (accumulate_dots), the radix select of
+// qsa_select_kernel, written as the row's bitmap (launch_qsa_select_rows).
 __global__ void __launch_bounds__(kRowThreads) qsa_select_rows_kernel(const float* queries, int heads, int dim,
                                                                       const float* block_keys, const int32_t* positions,
                                                                       int ratio, int block_topk, uint32_t* mask,
                                                                       int mask_words) {
   pdl_begin();
-  extern __shared__ float row_smem[];  // queries [heads * dim], then keys [blocks]
-  float* q = row_smem;
-  uint32_t* keys = reinterpret_cast<uint32_t*>(row_smem + heads * dim);
+  extern __shared__ __align__(16) float row_smem[];  // key stages [warps][32][kStageStride], queries [heads * dim], keys [blocks]
+  float* stage = row_smem + (threadIdx.x / kWarp) * kWarp * kStageStride;
+  float* q = row_smem + kStageFloats;
+  uint32_t* keys = reinterpret_cast<uint32_t*>(q + heads * dim);
   __shared__ uint32_t histogram[256];
   __shared__ uint32_t prefix, remaining;
   __shared__ int scan_scratch[kRowThreads / kWarp + 1];
@@ -257,15 +263,33 @@ __global__ void __launch_bounds__(kRowThreads) qsa_select_rows_kernel(const floa
   const int visible = positions[row] + 1, blocks = visible / ratio;
   const int keep = min(block_topk, blocks);  // blocks kept before the tail
 
-  const float* row_q = queries + static_cast<size_t>(row) * heads * dim;
-  for (int i = threadIdx.x; i < heads * dim; i += kRowThreads) q[i] = row_q[i];
-  __syncthreads();
+  stage_queries(queries + static_cast<size_t>(row) * heads * dim, heads * dim, q);
   const float inv_sqrt_dim = rsqrtf(static_cast<float>(dim));
-  float qr[kMaxIndexHeads][kKeyLanes];
-  load_query_lanes(q, heads, dim, lane, qr);
-  score_blocks(qr, heads, dim, block_keys, warp, kRowThreads / kWarp, blocks, lane, [&](int b, float score) {
-    if (lane == 0) keys[b] = order_key(score * inv_sqrt_dim);
-  });
+  for (int b0 = warp * kWarp; b0 < blocks; b0 += kRowThreads) {  // warp-uniform: the stages are per warp
+    const int b = b0 + lane;
+    float dot[kMaxIndexHeads] = {};
+    if (dim % 4 == 0) {
+      for (int e0 = 0; e0 < dim; e0 += kStageElements) {
+        const int quads = min(kStageElements, dim - e0) / 4;  // of each key in this stage
+#pragma unroll 8
+        for (int i = lane; i < kWarp * quads; i += kWarp) {
+          const int r = i / quads, c = i % quads;
+          const float4 v = b0 + r < blocks ? *reinterpret_cast<const float4*>(block_keys + static_cast<size_t>(b0 + r) * dim + e0 + 4 * c)
+                                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          *reinterpret_cast<float4*>(stage + r * kStageStride + 4 * c) = v;
+        }
+        __syncwarp();
+        const float* mine = stage + lane * kStageStride;  // this lane's key, elements e0 ..
+        accumulate_dots<4>(q, heads, dim, e0, e0 + 4 * quads, [&](int e, float(&k)[4]) { load_vec<4>(mine + e - e0, k); },
+                           dot);
+        __syncwarp();  // the stage is refilled next
+      }
+    } else if (b < blocks) {
+      const float* key_row = block_keys + static_cast<size_t>(b) * dim;
+      accumulate_dots<1>(q, heads, dim, 0, dim, [&](int e, float(&k)[1]) { k[0] = key_row[e]; }, dot);
+    }
+    if (b < blocks) keys[b] = order_key(heads_score(dot, heads) * inv_sqrt_dim);
+  }
   __syncthreads();
   radix_threshold([&](int b) { return keys[b]; }, blocks, keep, histogram, prefix, remaining);
 
@@ -331,7 +355,7 @@ void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const f
 }
 
 int32_t qsa_select_rows_max_blocks(int32_t heads, int32_t dim) {
-  return kRowSmemBytes / static_cast<int32_t>(sizeof(float)) - heads * dim;
+  return kRowSmemBytes / static_cast<int32_t>(sizeof(float)) - kStageFloats - heads * dim;
 }
 
 void launch_qsa_select_rows(const float* queries, int32_t rows, int32_t heads, int32_t dim, const float* block_keys,
@@ -348,7 +372,7 @@ void launch_qsa_select_rows(const float* queries, int32_t rows, int32_t heads, i
     return true;
   }();
   (void)ready;
-  const size_t bytes = (static_cast<size_t>(heads) * dim + static_cast<size_t>(max_blocks)) * sizeof(float);
+  const size_t bytes = (static_cast<size_t>(kStageFloats) + static_cast<size_t>(heads) * dim + static_cast<size_t>(max_blocks)) * sizeof(float);
   launch_kernel(qsa_select_rows_kernel, rows, kRowThreads, bytes, stream, 1,
                 queries, heads, dim, block_keys, positions, ratio,
                                                               block_topk, mask, mask_words);
