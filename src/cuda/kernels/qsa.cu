@@ -238,7 +238,9 @@ __global__ void __launch_bounds__(kThreads) qsa_select_kernel(const int32_t* pos
 }
 
 constexpr int kRowThreads = 512;
-constexpr int kRowSmemBytes = 227 * 1024;  // the most dynamic shared memory a select-rows block takes (the H200's)
+// The most dynamic shared memory a select-rows block takes: of the H200's 227 KB per block, the kernel's static
+// arrays take ~1 KB (227 KB of dynamic memory on top is refused).
+constexpr int kRowSmemBytes = 220 * 1024;
 // Keys are staged a warp at a time: 32 keys (a lane each) x 32 elements, loaded coalesced; a staged key takes
 // kStageStride floats, so a lane's 16-byte reads of its own key fall in distinct banks in each phase of 8 lanes.
 constexpr int kStageElements = 32, kStageStride = kStageElements + 4;
