@@ -11,7 +11,7 @@ namespace {
 
 constexpr int kThreads = 1024;
 constexpr int kScoreThreads = 256;
-constexpr int kScoreBlocks = 128;  // 32768 lanes: one block key each up to 128K context
+constexpr int kScoreBlocks = 128;  // 1024 warps: 8 block keys each at 32K context
 
 // One warp per block key.
 __global__ void qsa_block_keys_kernel(const float* raw_keys, int first_block, int last_block, int ratio, int dim,
@@ -31,6 +31,79 @@ __device__ __forceinline__ uint32_t order_key(float f) {
 }
 
 constexpr int kMaxIndexHeads = kQsaMaxIndexHeads;
+constexpr int kKeyLanes = kQsaMaxIndexDim / kWarp;  // a lane's elements of a key: lane, lane + 32, ...
+static_assert(kKeyLanes * kWarp == kQsaMaxIndexDim, "whole lanes");
+
+// A lane's elements of an index vector (zero past dim).
+__device__ __forceinline__ void load_lanes(const float* v, int dim, int lane, float (&out)[kKeyLanes]) {
+#pragma unroll
+  for (int j = 0; j < kKeyLanes; ++j) out[j] = lane + j * kWarp < dim ? v[lane + j * kWarp] : 0.0f;
+}
+__device__ __forceinline__ void load_query_lanes(const float* queries, int heads, int dim, int lane,
+                                                 float (&q)[kMaxIndexHeads][kKeyLanes]) {
+#pragma unroll
+  for (int h = 0; h < kMaxIndexHeads; ++h) {
+    if (h < heads) load_lanes(queries + h * dim, dim, lane, q[h]);
+  }
+}
+
+// One block key's score before the 1/sqrt(dim) scale, by one warp from the lanes' elements: lane-strided dot
+// per head, warp sum, relu, sum over heads (decode).
+__device__ __forceinline__ float block_score(const float (&q)[kMaxIndexHeads][kKeyLanes], int heads, int dim,
+                                             const float (&key)[kKeyLanes], int lane) {
+  float score = 0.0f;
+#pragma unroll
+  for (int h = 0; h < kMaxIndexHeads; ++h) {
+    if (h >= heads) break;
+    float dot = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kKeyLanes; ++j) {
+      if (lane + j * kWarp < dim) dot += q[h][j] * key[j];
+    }
+    score += fmaxf(0.0f, warp_sum(dot));
+  }
+  return score;
+}
+
+// The scores of block keys first, first + stride, ... < blocks by one warp, kScoreBatch keys loaded together
+// (a loop of one key per round trip took ~13 us at 32K context): store(b, score before the 1/sqrt(dim) scale).
+constexpr int kScoreBatch = 8;
+template <class Store>
+__device__ __forceinline__ void score_blocks(const float (&q)[kMaxIndexHeads][kKeyLanes], int heads, int dim,
+                                             const float* block_keys, int first, int stride, int blocks, int lane,
+                                             Store store) {
+  for (int b0 = first; b0 < blocks; b0 += stride * kScoreBatch) {
+    float key[kScoreBatch][kKeyLanes];
+#pragma unroll
+    for (int u = 0; u < kScoreBatch; ++u) {
+      if (b0 + u * stride < blocks) load_lanes(block_keys + static_cast<size_t>(b0 + u * stride) * dim, dim, lane, key[u]);
+    }
+#pragma unroll
+    for (int u = 0; u < kScoreBatch; ++u) {
+      if (b0 + u * stride >= blocks) break;
+      store(b0 + u * stride, block_score(q, heads, dim, key[u], lane));
+    }
+  }
+}
+
+// Scores, spread over the grid: one warp per block key (warp-strided over every warp of the grid: 8 keys per
+// warp, one batch, at 32K context), queries in registers.
+__global__ void __launch_bounds__(kScoreThreads) qsa_score_kernel(const float* queries, int heads, int dim,
+                                                                  const float* block_keys, const int32_t* positions,
+                                                                  int ratio, int block_topk, float* scores) {
+  pdl_begin();
+  const int blocks = (positions[0] + 1) / ratio;
+  if (blocks <= block_topk) return;  // every block is kept: the selection reads no score
+  const int lane = threadIdx.x % kWarp;
+  const int warps = gridDim.x * (kScoreThreads / kWarp);
+  const float inv_sqrt_dim = rsqrtf(static_cast<float>(dim));
+  float q[kMaxIndexHeads][kKeyLanes];
+  load_query_lanes(queries, heads, dim, lane, q);
+  score_blocks(q, heads, dim, block_keys, blockIdx.x * (kScoreThreads / kWarp) + static_cast<int>(threadIdx.x) / kWarp,
+               warps, blocks, lane, [&](int b, float score) {
+                 if (lane == 0) scores[b] = score * inv_sqrt_dim;
+               });
+}
 
 // kVec floats at p (16-byte aligned for kVec = 4).
 template <int kVec>
@@ -43,11 +116,13 @@ __device__ __forceinline__ void load_vec(const float* p, float (&out)[kVec]) {
   }
 }
 
-// Block scores are computed a lane per block key: per head the dot product over the key's elements in order
-// (one fmaf each), relu, the sum over the heads in order. One lane holding a whole dot product needs no
-// cross-lane sums: the warp per key with shuffle sums it replaces took ~125 warp instructions per (row, key),
-// a short-scoreboard stall on the shuffles its top stall (session 17, Nsight Compute). Both selection paths
-// use these two functions, so their scores are bit-identical.
+// The prefill rows kernel scores a lane per block key: per head the dot product over the key's elements in
+// order (one fmaf each), relu, the sum over the heads in order. One lane holding a whole dot product needs no
+// cross-lane sums: block_score's warp per key with shuffle sums took ~125 warp instructions per (row, key) there,
+// a short-scoreboard stall on the shuffles its top stall (session 17, Nsight Compute: 497 us per layer at 4096
+// tokens). Decode keeps block_score: a lane per key there, its 32 loads and 512 fmaf in one lane's chain, made
+// decode at 32K context 1.9% slower (session 17). The two orders of summation may differ in the last bits of a
+// score, so the two paths' selections may differ only where the CPU's may too, at near-exact ties.
 // dot[h] += q[h, e0 .. e1) . key[e0 .. e1) (e0, e1 multiples of kVec; q [heads][dim] in shared memory, every lane
 // reading the same address: a broadcast); key(e, k) loads the key's elements e .. e + kVec into k.
 template <int kVec, class Key>
@@ -75,35 +150,6 @@ __device__ __forceinline__ float heads_score(const float (&dot)[kMaxIndexHeads],
     if (h < heads) score += fmaxf(0.0f, dot[h]);
   }
   return score;
-}
-
-// The queries [heads * dim] into shared memory, by the whole block; every thread must call it.
-__device__ __forceinline__ void stage_queries(const float* queries, int count, float* q) {
-  for (int i = threadIdx.x; i < count; i += blockDim.x) q[i] = queries[i];
-  __syncthreads();
-}
-
-// Scores, spread over the grid: a lane per block key, read straight from global memory (decode: one row; 8192
-// keys over the grid's 32768 lanes at 32K context).
-__global__ void __launch_bounds__(kScoreThreads) qsa_score_kernel(const float* queries, int heads, int dim,
-                                                                  const float* block_keys, const int32_t* positions,
-                                                                  int ratio, int block_topk, float* scores) {
-  pdl_begin();
-  const int blocks = (positions[0] + 1) / ratio;
-  if (blocks <= block_topk) return;  // every block is kept: the selection reads no score
-  __shared__ __align__(16) float q[kQsaMaxIndexHeads * kQsaMaxIndexDim];
-  stage_queries(queries, heads * dim, q);
-  const float inv_sqrt_dim = rsqrtf(static_cast<float>(dim));
-  for (int b = blockIdx.x * kScoreThreads + threadIdx.x; b < blocks; b += gridDim.x * kScoreThreads) {
-    const float* key_row = block_keys + static_cast<size_t>(b) * dim;
-    float dot[kMaxIndexHeads] = {};
-    if (dim % 4 == 0) {
-      accumulate_dots<4>(q, heads, dim, 0, dim, [&](int e, float(&k)[4]) { load_vec<4>(key_row + e, k); }, dot);
-    } else {
-      accumulate_dots<1>(q, heads, dim, 0, dim, [&](int e, float(&k)[1]) { k[0] = key_row[e]; }, dot);
-    }
-    scores[b] = heads_score(dot, heads) * inv_sqrt_dim;
-  }
 }
 
 // Exclusive prefix sum of v over the block (blockDim.x == kBlockThreads); total gets the block's sum.
@@ -254,7 +300,8 @@ __global__ void __launch_bounds__(kRowThreads) qsa_select_rows_kernel(const floa
                                                                       int ratio, int block_topk, uint32_t* mask,
                                                                       int mask_words) {
   pdl_begin();
-  extern __shared__ __align__(16) float row_smem[];  // key stages [warps][32][kStageStride], queries [heads * dim], keys [blocks]
+  // Key stages [warps][32][kStageStride], queries [heads * dim], order keys [blocks].
+  extern __shared__ __align__(16) float row_smem[];
   float* stage = row_smem + (threadIdx.x / kWarp) * kWarp * kStageStride;
   float* q = row_smem + kStageFloats;
   uint32_t* keys = reinterpret_cast<uint32_t*>(q + heads * dim);
@@ -265,7 +312,9 @@ __global__ void __launch_bounds__(kRowThreads) qsa_select_rows_kernel(const floa
   const int visible = positions[row] + 1, blocks = visible / ratio;
   const int keep = min(block_topk, blocks);  // blocks kept before the tail
 
-  stage_queries(queries + static_cast<size_t>(row) * heads * dim, heads * dim, q);
+  const float* row_q = queries + static_cast<size_t>(row) * heads * dim;
+  for (int i = threadIdx.x; i < heads * dim; i += kRowThreads) q[i] = row_q[i];
+  __syncthreads();
   const float inv_sqrt_dim = rsqrtf(static_cast<float>(dim));
   for (int b0 = warp * kWarp; b0 < blocks; b0 += kRowThreads) {  // warp-uniform: the stages are per warp
     const int b = b0 + lane;
@@ -276,8 +325,8 @@ __global__ void __launch_bounds__(kRowThreads) qsa_select_rows_kernel(const floa
 #pragma unroll 8
         for (int i = lane; i < kWarp * quads; i += kWarp) {
           const int r = i / quads, c = i % quads;
-          const float4 v = b0 + r < blocks ? *reinterpret_cast<const float4*>(block_keys + static_cast<size_t>(b0 + r) * dim + e0 + 4 * c)
-                                           : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          const float* src = block_keys + static_cast<size_t>(b0 + r) * dim + e0 + 4 * c;
+          const float4 v = b0 + r < blocks ? *reinterpret_cast<const float4*>(src) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
           *reinterpret_cast<float4*>(stage + r * kStageStride + 4 * c) = v;
         }
         __syncwarp();
