@@ -91,6 +91,63 @@ __global__ void hc_write_kernel(const float* y, const float* inject, int streams
                  inject + static_cast<size_t>(row) * streams, streams, y[static_cast<size_t>(row) * d + j]);
 }
 
+// The pieces both write/norm/split kernels share, so their values stay the same bit for bit.
+// Each stream's inverse RMS from the warps' partial sums of squares (partial[s][warp]), by the first warp; the
+// caller's barrier follows.
+__device__ __forceinline__ void streams_inv_rms(const float (&partial)[kMaxHcStreams][32], int streams, int d, float eps,
+                                                float* inv_s) {
+  if (threadIdx.x < kWarp) {
+    for (int s = 0; s < streams; ++s) {
+      const float t = warp_sum(threadIdx.x < blockDim.x / kWarp ? partial[s][threadIdx.x] : 0.0f);
+      if (threadIdx.x == 0) inv_s[s] = rsqrtf(t / static_cast<float>(d) + eps);
+    }
+  }
+}
+
+// Quad i of stream s, v, normed with inv and the (1 + w) weight wv, written as its split terms at quad `at + i`;
+// the inject logits of the normed quad added into logit.
+template <int kMaxInjects>
+__device__ __forceinline__ void norm_split_quad(float4 v, float inv, uint2 wv, size_t at, int i, int s, int d,
+                                                size_t width, const uint16_t* inject_w, int injects, __nv_bfloat16* hi,
+                                                __nv_bfloat16* lo, float (&logit)[kMaxInjects > 0 ? kMaxInjects : 1]) {
+  const float4 o = make_float4(v.x * inv * (1.0f + bf16_bits_to_float(wv.x & 0xffffu)),
+                               v.y * inv * (1.0f + bf16_bits_to_float(wv.x >> 16)),
+                               v.z * inv * (1.0f + bf16_bits_to_float(wv.y & 0xffffu)),
+                               v.w * inv * (1.0f + bf16_bits_to_float(wv.y >> 16)));
+  prefill::split_bf16x4(o, reinterpret_cast<uint2*>(hi)[at + i], reinterpret_cast<uint2*>(lo)[at + i]);
+#pragma unroll
+  for (int k = 0; k < kMaxInjects; ++k) {
+    if (k < injects) {
+      const uint2 iw = reinterpret_cast<const uint2*>(inject_w + static_cast<size_t>(k) * width + s * d)[i];
+      logit[k] += o.x * bf16_bits_to_float(iw.x & 0xffffu) + o.y * bf16_bits_to_float(iw.x >> 16) +
+                  o.z * bf16_bits_to_float(iw.y & 0xffffu) + o.w * bf16_bits_to_float(iw.y >> 16);
+    }
+  }
+}
+
+// The threads' inject logits summed over the block into raw_inject[row, :injects] (partial is free: the norm sums
+// were read before the caller's last barrier). Every thread calls it.
+template <int kMaxInjects>
+__device__ __forceinline__ void write_inject_logits(const float (&logit)[kMaxInjects > 0 ? kMaxInjects : 1], int injects,
+                                                    float (&partial)[kMaxHcStreams][32], size_t row, float* raw_inject) {
+  if (injects == 0) return;
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+#pragma unroll
+  for (int k = 0; k < kMaxInjects; ++k) {
+    if (k < injects) {
+      const float t = warp_sum(logit[k]);
+      if (lane == 0) partial[k][warp] = t;
+    }
+  }
+  __syncthreads();
+  if (warp == 0) {
+    for (int k = 0; k < injects; ++k) {
+      const float t = warp_sum(lane < blockDim.x / kWarp ? partial[k][lane] : 0.0f);
+      if (lane == 0) raw_inject[row * injects + k] = t;
+    }
+  }
+}
+
 // One block per row (see launch_hc_write_norm_split). Each stream's quads are visited by the threads in the
 // order of rms_norm_kernel<4>, and its sums meet through the same reduction, so every value matches the three
 // kernels it replaces bit for bit. The second pass reads back the row this block wrote (L1/L2) and, with inject
@@ -122,12 +179,7 @@ __global__ void __launch_bounds__(256, kMaxInjects > 4 ? 6 : 8)
     if (lane == 0) partial[s][warp] = sum;
   }
   __syncthreads();
-  if (threadIdx.x < kWarp) {
-    for (int s = 0; s < streams; ++s) {
-      const float t = warp_sum(threadIdx.x < blockDim.x / kWarp ? partial[s][threadIdx.x] : 0.0f);
-      if (threadIdx.x == 0) inv_s[s] = rsqrtf(t / static_cast<float>(d) + eps);
-    }
-  }
+  streams_inv_rms(partial, streams, d, eps, inv_s);
   __syncthreads();  // also orders this block's stream writes before the reads below
   float logit[kMaxInjects > 0 ? kMaxInjects : 1] = {};
   for (int s = 0; s < streams; ++s) {
@@ -136,38 +188,10 @@ __global__ void __launch_bounds__(256, kMaxInjects > 4 ? 6 : 8)
     const float4* h4 = reinterpret_cast<const float4*>(stream_rows) + at;
     const uint2* w = reinterpret_cast<const uint2*>(nw + static_cast<size_t>(s) * d);
     for (int i = threadIdx.x; i < quads; i += blockDim.x) {
-      const float4 v = h4[i];
-      const uint2 wv = w[i];
-      const float4 o = make_float4(v.x * inv * (1.0f + bf16_bits_to_float(wv.x & 0xffffu)),
-                                   v.y * inv * (1.0f + bf16_bits_to_float(wv.x >> 16)),
-                                   v.z * inv * (1.0f + bf16_bits_to_float(wv.y & 0xffffu)),
-                                   v.w * inv * (1.0f + bf16_bits_to_float(wv.y >> 16)));
-      prefill::split_bf16x4(o, reinterpret_cast<uint2*>(hi)[at + i], reinterpret_cast<uint2*>(lo)[at + i]);
-#pragma unroll
-      for (int k = 0; k < kMaxInjects; ++k) {
-        if (k < injects) {
-          const uint2 iw = reinterpret_cast<const uint2*>(inject_w + static_cast<size_t>(k) * width + s * d)[i];
-          logit[k] += o.x * bf16_bits_to_float(iw.x & 0xffffu) + o.y * bf16_bits_to_float(iw.x >> 16) +
-                      o.z * bf16_bits_to_float(iw.y & 0xffffu) + o.w * bf16_bits_to_float(iw.y >> 16);
-        }
-      }
+      norm_split_quad<kMaxInjects>(h4[i], inv, w[i], at, i, s, d, width, inject_w, injects, hi, lo, logit);
     }
   }
-  if (injects == 0) return;
-#pragma unroll
-  for (int k = 0; k < kMaxInjects; ++k) {
-    if (k < injects) {
-      const float t = warp_sum(logit[k]);
-      if (lane == 0) partial[k][warp] = t;  // free: the norm sums were read before the last barrier
-    }
-  }
-  __syncthreads();
-  if (warp == 0) {
-    for (int k = 0; k < injects; ++k) {
-      const float t = warp_sum(lane < blockDim.x / kWarp ? partial[k][lane] : 0.0f);
-      if (lane == 0) raw_inject[row * injects + k] = t;
-    }
-  }
+  write_inject_logits<kMaxInjects>(logit, injects, partial, row, raw_inject);
 }
 
 // hc_write_norm_split_kernel with the row held in registers, for S <= kRowStreams and at most kQuads quads per
@@ -183,9 +207,8 @@ __global__ void __launch_bounds__(256, 2)
     hc_write_norm_split_row_kernel(const float* y, const float* inject, int streams, int d, float* stream_rows,
                                    const uint16_t* nw, float eps, const uint16_t* inject_w, int injects,
                                    float* raw_inject, __nv_bfloat16* hi, __nv_bfloat16* lo) {
-  static_assert(kMaxInjects <= kRowStreams, "the logits' partial sums reuse the norm's");
   pdl_begin();
-  __shared__ float partial[kRowStreams][32];
+  __shared__ float partial[kMaxHcStreams][32];
   __shared__ float inv_s[kRowStreams];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, quads = d / 4;
   const size_t row = blockIdx.x, width = static_cast<size_t>(streams) * d;
@@ -227,12 +250,7 @@ __global__ void __launch_bounds__(256, 2)
     if (lane == 0) partial[s][warp] = sum;
   }
   __syncthreads();
-  if (threadIdx.x < kWarp) {
-    for (int s = 0; s < streams; ++s) {
-      const float t = warp_sum(threadIdx.x < blockDim.x / kWarp ? partial[s][threadIdx.x] : 0.0f);
-      if (threadIdx.x == 0) inv_s[s] = rsqrtf(t / static_cast<float>(d) + eps);
-    }
-  }
+  streams_inv_rms(partial, streams, d, eps, inv_s);
   __syncthreads();
   float logit[kMaxInjects > 0 ? kMaxInjects : 1] = {};
 #pragma unroll
@@ -245,38 +263,10 @@ __global__ void __launch_bounds__(256, 2)
     for (int q = 0; q < kQuads; ++q) {
       const int i = threadIdx.x + q * blockDim.x;
       if (i >= quads) break;
-      const float4 n = h[s][q];
-      const uint2 wv = w[i];
-      const float4 o = make_float4(n.x * inv * (1.0f + bf16_bits_to_float(wv.x & 0xffffu)),
-                                   n.y * inv * (1.0f + bf16_bits_to_float(wv.x >> 16)),
-                                   n.z * inv * (1.0f + bf16_bits_to_float(wv.y & 0xffffu)),
-                                   n.w * inv * (1.0f + bf16_bits_to_float(wv.y >> 16)));
-      prefill::split_bf16x4(o, reinterpret_cast<uint2*>(hi)[at + i], reinterpret_cast<uint2*>(lo)[at + i]);
-#pragma unroll
-      for (int k = 0; k < kMaxInjects; ++k) {
-        if (k < injects) {
-          const uint2 iw = reinterpret_cast<const uint2*>(inject_w + static_cast<size_t>(k) * width + s * d)[i];
-          logit[k] += o.x * bf16_bits_to_float(iw.x & 0xffffu) + o.y * bf16_bits_to_float(iw.x >> 16) +
-                      o.z * bf16_bits_to_float(iw.y & 0xffffu) + o.w * bf16_bits_to_float(iw.y >> 16);
-        }
-      }
+      norm_split_quad<kMaxInjects>(h[s][q], inv, w[i], at, i, s, d, width, inject_w, injects, hi, lo, logit);
     }
   }
-  if (injects == 0) return;
-#pragma unroll
-  for (int k = 0; k < kMaxInjects; ++k) {
-    if (k < injects) {
-      const float t = warp_sum(logit[k]);
-      if (lane == 0) partial[k][warp] = t;  // free: the norm sums were read before the last barrier
-    }
-  }
-  __syncthreads();
-  if (warp == 0) {
-    for (int k = 0; k < injects; ++k) {
-      const float t = warp_sum(lane < blockDim.x / kWarp ? partial[k][lane] : 0.0f);
-      if (lane == 0) raw_inject[row * injects + k] = t;
-    }
-  }
+  write_inject_logits<kMaxInjects>(logit, injects, partial, row, raw_inject);
 }
 
 // 8 bf16 values from 16 bytes.
