@@ -100,7 +100,7 @@ void run_case(int hidden, int key_heads, int value_heads, int key_dim, int value
               y_err, s_err);
 }
 
-// Released shape: 16 key heads, 48 value heads, dims 128 (4 state column slices of 32 per head in the scan).
+// Released shape: 16 key heads, 48 value heads, dims 128 (2 state column slices of 64 per head in the scan).
 // Token counts: several chunks with a partial last one, exactly one chunk, a single token, and 640 tokens
 // (ten chunks: the state carried through a longer scan).
 TEST(GpuGatedDeltaNetPrefill, ChunkedMatchesCpuAtReleasedShapes) {
@@ -112,8 +112,8 @@ TEST(GpuGatedDeltaNetPrefill, TwoCallsMatchOneAtReleasedShapes) {
   run_case(2560, 16, 48, 128, 128, true, 300, 100);
   run_case(2560, 16, 48, 128, 128, true, 200, 128);
 }
-// Small shapes (the golden fixtures use dims 16): dv = 16, 48 take the 16-column scan, 32 and 64 the 32-column
-// one; dk != dv; key heads shared by several value heads.
+// Small shapes (the golden fixtures use dims 16): dv = 16, 48 take the 16-column scan, 32 the 32-column one, 64 the
+// 64-column one; dk != dv; key heads shared by several value heads.
 TEST(GpuGatedDeltaNetPrefill, ChunkedMatchesCpuAtSmallShapes) {
   for (int tokens : {1, 3, 63, 64, 130}) run_case(64, 2, 6, 16, 16, false, tokens);
   for (int tokens : {2, 129}) run_case(64, 2, 4, 32, 32, true, tokens);

@@ -89,6 +89,14 @@ __global__ void __launch_bounds__(kThreads, 2)
   const ChunkLayout lay{dk, dv};
   float* rec = ws + (static_cast<size_t>(h) * chunks + chunk) * lay.stride();
 
+  // The chunk's q and k rows by cp.async, every copy in flight at once (padding rows zero-filled): a warp per
+  // row loading as it normalised waited for eight dependent round trips.
+  for_each_in_block<kThreads>(kC, dk / 4, [&](int i, int c4) {
+    const float* row = conv_out + static_cast<size_t>(c0 + (i < n ? i : 0)) * channels + kh * dk + 4 * c4;
+    cp_async16(QV + i * lq + 4 * c4, row, i < n);
+    cp_async16(Ks + i * lq + 4 * c4, row + key_total, i < n);
+  });
+  cp_async_commit();
   if (tid < kC) {
     float bt = 0.0f, g = 0.0f;
     if (tid < n) {
@@ -102,6 +110,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     gam[tid] = g;
   }
   for (int e = tid; e < kC * kLa; e += kThreads) Tm[e] = 0.0f;
+  cp_async_wait<0>();
   __syncthreads();
   if (tid == 0) {  // inclusive cumsum in order, as the reference; padding adds g = 0
     float running = 0.0f;
@@ -110,12 +119,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   // q, k (L2-normalised), one warp per row; padding rows are zero.
   const float q_scale = rsqrtf(static_cast<float>(dk));
   for (int i = warp; i < kC; i += kThreads / kWarp) {
-    const float* row = conv_out + static_cast<size_t>(c0 + i) * channels;
     float qq = 0.0f, kk = 0.0f;
     for (int d = lane; d < dk; d += kWarp) {
-      const float qv = i < n ? row[kh * dk + d] : 0.0f, kv = i < n ? row[key_total + kh * dk + d] : 0.0f;
-      QV[i * lq + d] = qv;
-      Ks[i * lq + d] = kv;
+      const float qv = QV[i * lq + d], kv = Ks[i * lq + d];
       qq += qv * qv;
       kk += kv * kv;
     }
@@ -175,6 +181,17 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   __syncthreads();  // Akk ready; the products' reads of Qs are done
+  // The chunk's v rows, loaded now (every load of a thread before any use) and stored, times beta, once Qs is
+  // free: their round trip overlaps the record writes and the diagonal blocks below.
+  constexpr int kVLoads = kC * kMaxDim / 4 / kThreads;
+  float4 vin[kVLoads];
+#pragma unroll
+  for (int u = 0; u < kVLoads; ++u) {
+    const int e = tid + u * kThreads, i = e / (dv / 4), c = (e % (dv / 4)) * 4;
+    vin[u] = e < kC * dv / 4 && i < n ? *reinterpret_cast<const float4*>(conv_out + static_cast<size_t>(c0 + i) * channels +
+                                                                         2 * key_total + h * dv + c)
+                                      : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
   // Qg, Kp to the record; the 16x16 diagonal blocks of L^-1 by forward substitution, one column per thread.
   for (int e = tid; e < kC * dk; e += kThreads) {
     const int i = e / dk, d = e % dk;
@@ -194,9 +211,13 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   __syncthreads();  // Qs free; diagonal blocks ready
-  for (int e = tid; e < kC * dv; e += kThreads) {
-    const int i = e / dv, c = e % dv;
-    QV[i * lv + c] = i < n ? beta[i] * conv_out[static_cast<size_t>(c0 + i) * channels + 2 * key_total + h * dv + c] : 0.0f;
+#pragma unroll
+  for (int u = 0; u < kVLoads; ++u) {
+    const int e = tid + u * kThreads, i = e / (dv / 4), c = (e % (dv / 4)) * 4;
+    if (e < kC * dv / 4) {
+      const float bt = beta[i];  // 0 on padding rows, whose v is 0
+      *reinterpret_cast<float4*>(QV + i * lv + c) = make_float4(bt * vin[u].x, bt * vin[u].y, bt * vin[u].z, bt * vin[u].w);
+    }
   }
   // Block rows 1..3 of L^-1: T[r, :w] = -D_r (A[r, :w] T[:w, :w]) with w = 16 r (L T = I by block rows).
   for (int br = 1; br < 4; ++br) {
@@ -282,7 +303,7 @@ struct ScanSmem {
 };
 
 template <int NC>
-__global__ void __launch_bounds__(NC * 8, 256 / (NC * 8) * 2)
+__global__ void __launch_bounds__(NC * 8, NC <= 32 ? 256 / (NC * 8) * 2 : 1)
     chunk_scan_kernel(GatedDeltaNetShape shape, float* __restrict__ ws, int chunks, float* __restrict__ recurrent) {
   constexpr int kScanThreads = NC * 8;
   constexpr int ls = NC + 4;  // S and V' read as column pairs
@@ -451,7 +472,7 @@ __global__ void __launch_bounds__(NC * 8, 256 / (NC * 8) * 2)
 // ---- outputs, one block per (chunk, head): O = Qg S_chunk + Aqk V', then the gated RMSNorm ------------------
 
 size_t out_smem_floats(int dk, int dv) {
-  return static_cast<size_t>(kC) * std::max(dk + 8, kLa) + static_cast<size_t>(std::max(dk, kC)) * (dv + 4);
+  return static_cast<size_t>(kC) * std::max({dk + 8, kLa, dv + 4}) + static_cast<size_t>(std::max(dk, kC)) * (dv + 4);
 }
 
 __global__ void __launch_bounds__(kThreads, 2)
@@ -461,8 +482,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   extern __shared__ __align__(16) float sm[];
   const int dk = shape.key_dim, dv = shape.value_dim, hv = shape.value_heads;
   const int lb = dv + 4;  // S and V' read as column pairs
-  float* As = sm;                                // Qg [64][dk+4], then Aqk [64][kLa]
-  float* Bs = As + kC * max(dk + 8, kLa);        // S [dk][lb], then V' [64][lb], then O [64][dv+4]
+  float* As = sm;                                // Qg [64][dk+8], then Aqk [64][kLa], then z [64][lb]
+  float* Bs = As + kC * max(max(dk + 8, kLa), lb);  // S [dk][lb], then V' [64][lb], then O [64][lb]
   const int chunk = blockIdx.x, h = blockIdx.y;
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
   const ChunkLayout lay{dk, dv};
@@ -527,7 +548,15 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   __syncthreads();
-  const int lo = dv + 4;
+  // The gate rows of the chunk into As (free now), in flight while O goes to shared memory: the norm loop's
+  // loads of z, a row per warp, were eight dependent round trips.
+  const int lo = lb;
+  float* Zs = As;  // [64][lo]
+  for_each_in_block<kThreads>(kC, dv / 4, [&](int i, int c4) {
+    const int t = chunk * kC + i;
+    cp_async16(Zs + i * lo + 4 * c4, z + (static_cast<size_t>(t < tokens ? t : 0) * hv + h) * dv + 4 * c4, t < tokens);
+  });
+  cp_async_commit();
   float* Os = Bs;  // [64][lo]
 #pragma unroll
   for (int j = 0; j < kMaxDim / 16; ++j) {
@@ -537,6 +566,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int e = 0; e < 4; ++e) Os[(16 * mt + acc_row(e)) * lo + n0 + acc_col(e)] = acc[j].m[e] + acc[j].c[e];
     }
   }
+  cp_async_wait<0>();
   __syncthreads();
   // Gated RMSNorm per token row, one warp per row (as the decode step's).
   for (int i = warp; i < kC; i += kThreads / kWarp) {
@@ -556,7 +586,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int m = 0; m < kMaxDim / kWarp; ++m) {
       const int j = lane + m * kWarp;
       if (j < dv) {
-        const float gate = z[item * dv + j];
+        const float gate = Zs[i * lo + j];
         const float act = shape.sigmoid_gate ? sigmoidf(gate) : gate * sigmoidf(gate);
         const float o = bf16_bits_to_float(norm_w[j]) * (vals[m] * inv) * act;
         const __nv_bfloat16 hi = __float2bfloat16_rn(o);
@@ -591,14 +621,16 @@ void launch_gdn_chunked_prefill(const GatedDeltaNetShape& shape, const GatedDelt
   }
   if (tokens <= 0) return;
   if (workspace_bytes < gdn_prefill_workspace_bytes(shape, tokens) || reinterpret_cast<uintptr_t>(workspace) % 16 != 0 ||
-      out_hi == nullptr || out_lo == nullptr) {
-    throw_invalid_launch("gdn chunked prefill: workspace too small or misaligned, or no output");
+      out_hi == nullptr || out_lo == nullptr || reinterpret_cast<uintptr_t>(conv_out) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(z) % 16 != 0) {
+    throw_invalid_launch("gdn chunked prefill: workspace too small or misaligned, inputs not 16-byte aligned, or no output");
   }
   const int chunks = (tokens + kC - 1) / kC;
   float* ws = static_cast<float*>(workspace);
 
   static const bool ready = [] {
     set_smem(chunk_prep_kernel, prep_smem_floats(kMaxDim, kMaxDim) * sizeof(float));
+    set_smem(chunk_scan_kernel<64>, ScanSmem<64>::floats(kMaxDim) * sizeof(float));
     set_smem(chunk_scan_kernel<32>, ScanSmem<32>::floats(kMaxDim) * sizeof(float));
     set_smem(chunk_scan_kernel<16>, ScanSmem<16>::floats(kMaxDim) * sizeof(float));
     set_smem(chunk_out_kernel, out_smem_floats(kMaxDim, kMaxDim) * sizeof(float));
@@ -609,7 +641,13 @@ void launch_gdn_chunked_prefill(const GatedDeltaNetShape& shape, const GatedDelt
   chunk_prep_kernel<<<dim3(chunks, shape.value_heads), kThreads, prep_smem_floats(dk, dv) * sizeof(float), stream>>>(
       shape, w, conv_out, b, a, tokens, chunks, ws);
   IMP_CUDA_CHECK_LAUNCH();
-  if (dv % 32 == 0) {
+  // The widest slice that divides dv: at 64 columns one 512-thread block per SM (96 blocks at the released shape)
+  // shares each chunk's W and Kp loads over twice the columns of the 32-column slices, of which two blocks shared
+  // an SM on 60 SMs (4096-token chunk: 511 -> 488 us per layer, session 18).
+  if (dv % 64 == 0) {
+    chunk_scan_kernel<64><<<dim3(shape.value_heads, dv / 64), 64 * 8, ScanSmem<64>::floats(dk) * sizeof(float), stream>>>(
+        shape, ws, chunks, recurrent);
+  } else if (dv % 32 == 0) {
     chunk_scan_kernel<32><<<dim3(shape.value_heads, dv / 32), 32 * 8, ScanSmem<32>::floats(dk) * sizeof(float), stream>>>(
         shape, ws, chunks, recurrent);
   } else {
