@@ -159,14 +159,24 @@ __device__ __forceinline__ uint64_t x_descriptor(uint32_t smem_byte_address) {
   return ((smem_byte_address >> 4) & 0x3fff) | (uint64_t{128 >> 4} << 16) | (uint64_t{256 >> 4} << 32);
 }
 
+// A copy source's address for chunk `chunk`, computed afresh from an opaque base: a pointer advanced after each
+// copy (or strength-reduced to one) is rewritten right after the cp.async that reads it, and the rewrite waits
+// until the copy, queued behind the others, has read its source registers (ncu, 9493cfa: ~14% of the gate/up
+// kernel's stall samples on two such instructions).
+template <typename T>
+__device__ __forceinline__ const T* copy_source(const T* base, size_t offset) {
+  asm volatile("" : "+l"(base));
+  return base + offset;
+}
+
 // This thread's activation copies (cp.async) for tiles of up to kPairs pairs: of each 64-input chunk, the copy
 // grid of k16 block i is kPairs rows x 2 halves; thread t takes slot t % (2 kPairs) of the blocks i = t / (2 kPairs)
 // + j 256 / (2 kPairs), j < kPairs / 32: pair n = slot % 8 + 8 (slot / 16), half (slot / 8) % 2 (a warp fills 512
-// contiguous bytes per copy). The chunks are loaded in order, so the source only advances.
+// contiguous bytes per copy).
 template <int kPairs>
 struct XCopies {
   static constexpr int kSlots = 2 * kPairs, kPerThread = kPairs / 32;
-  const uint16_t* src;  // this thread's first piece of the next chunk (the tile's first row for pairs beyond it)
+  const uint16_t* src;  // this thread's first piece of chunk 0 (the tile's first row for pairs beyond it)
   int k_left;           // inputs of the row left from that piece on (<= 0: zero-fill)
   uint32_t dst;         // byte offset of piece j = 0 in a stage, before the k16 block's N-dependent offset
   int block0;           // the first k16 block
@@ -184,26 +194,25 @@ struct XCopies {
     src = (valid ? pair_row : first_row) + k0;
     k_left = K - k0;
   }
-  // The next chunk. Pairs n >= N are never read (this tile's wgmmas stop at N); pairs beyond the tile and inputs
+  // Chunk `chunk`. Pairs n >= N are never read (this tile's wgmmas stop at N); pairs beyond the tile and inputs
   // beyond K are zero-filled.
   template <int N>
-  __device__ void load_next(uint8_t* stage) {
+  __device__ void load(uint8_t* stage, int chunk) const {
     if (pair() >= N) return;
     constexpr int kStep = 256 / kSlots;  // k16 blocks between this thread's copies
+    const int k0 = 64 * chunk;
+    const uint16_t* from = copy_source(src, static_cast<size_t>(k0));
 #pragma unroll
     for (int j = 0; j < kPerThread; ++j) {
-      cp_async16(stage + dst + (block0 + j * kStep) * 32 * N, src + 16 * kStep * j, valid && 16 * kStep * j < k_left);
+      cp_async16(stage + dst + (block0 + j * kStep) * 32 * N, from + 16 * kStep * j, valid && k0 + 16 * kStep * j < k_left);
     }
-    src += 64;
-    k_left -= 64;
   }
 };
 
 // This thread's weight copies (cp.async): the block's 16 strips' NVFP4 codes (512 bytes each) and scales (64
 // bytes each) of one supertile are 576 16-byte copies: two codes copies per thread, one scales copy for threads
-// 0-63; `strip_of(e, proj, strip)` names strip entry e. Strips beyond the projection are zero-filled. Chunks are
-// loaded in order, so the sources only advance. (One warp issuing cp.async.bulk copies per strip instead,
-// completing on mbarriers, made both kernels ~50% slower.)
+// 0-63; `strip_of(e, proj, strip)` names strip entry e. Strips beyond the projection are zero-filled. (One warp
+// issuing cp.async.bulk copies per strip instead, completing on mbarriers, made both kernels ~50% slower.)
 struct WCopies {
   const uint8_t* src[3];
   uint32_t dst[3];
@@ -225,13 +234,11 @@ struct WCopies {
       dst[i] = (codes ? e * 512 : kStrips * 512 + e * 64) + piece * 16;  // in a stage's weight part
     }
   }
-  __device__ void load_next(uint8_t* stage_weights) {
-    cp_async16(stage_weights + dst[0], src[0], valid[0]);
-    cp_async16(stage_weights + dst[1], src[1], valid[1]);
-    if (threadIdx.x < kStrips * 4) cp_async16(stage_weights + dst[2], src[2], valid[2]);
-    src[0] += 512;
-    src[1] += 512;
-    src[2] += 64;
+  __device__ void load(uint8_t* stage_weights, int chunk) const {
+    const size_t at = static_cast<size_t>(chunk);
+    cp_async16(stage_weights + dst[0], copy_source(src[0], at * 512), valid[0]);
+    cp_async16(stage_weights + dst[1], copy_source(src[1], at * 512), valid[1]);
+    if (threadIdx.x < kStrips * 4) cp_async16(stage_weights + dst[2], copy_source(src[2], at * 64), valid[2]);
   }
 };
 
@@ -241,7 +248,7 @@ struct WCopies {
 // wgmmas that read them (wait<1>); stage st % kCount is refilled at step st + kAhead, after a barrier that
 // every warpgroup passes only once its wgmmas of step st - 2 are done.
 template <int kPairs, int N>
-__device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, XCopies<kPairs> xc, WCopies wc, int entry0,
+__device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, const XCopies<kPairs> xc, const WCopies wc, int entry0,
                                              int entry1, float (&acc0)[N / 2], float (&acc1)[N / 2]) {
   using S = Stages<kPairs, N>;
   const int lane = threadIdx.x & 31, g = lane >> 2;
@@ -250,8 +257,8 @@ __device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, XCopies<
 #pragma unroll
   for (int s = 0; s < S::kAhead; ++s) {
     if (s < chunks) {
-      xc.load_next<N>(smem + s * S::kBytes);
-      wc.load_next(smem + s * S::kBytes + S::kXBytes);
+      xc.load<N>(smem + s * S::kBytes, s);
+      wc.load(smem + s * S::kBytes + S::kXBytes, s);
     }
     cp_async_commit();
   }
@@ -262,8 +269,8 @@ __device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, XCopies<
     __syncthreads();  // and everyone's; both warpgroups are done with the stage refilled next
     const int next = st + S::kAhead;
     if (next < chunks) {
-      xc.load_next<N>(smem + (next % S::kCount) * S::kBytes);
-      wc.load_next(smem + (next % S::kCount) * S::kBytes + S::kXBytes);
+      xc.load<N>(smem + (next % S::kCount) * S::kBytes, next);
+      wc.load(smem + (next % S::kCount) * S::kBytes + S::kXBytes, next);
     }
     cp_async_commit();
     const int stage = st % S::kCount;
