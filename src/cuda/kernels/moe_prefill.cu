@@ -162,7 +162,9 @@ __device__ __forceinline__ uint64_t x_descriptor(uint32_t smem_byte_address) {
 // A copy source's address for chunk `chunk`, computed afresh from an opaque base: a pointer advanced after each
 // copy (or strength-reduced to one) is rewritten right after the cp.async that reads it, and the rewrite waits
 // until the copy, queued behind the others, has read its source registers (ncu, 9493cfa: ~14% of the gate/up
-// kernel's stall samples on two such instructions).
+// kernel's stall samples on two such instructions). Only the narrow tiles load this way: measured on the H200
+// (session 18, medians of 5, A/B in one visit), pp 512 (narrow tiles) +1.2%, but pp 4096 (wide tiles) -0.7%:
+// gate/up 1099 -> 1146 us and down 642 -> 656 us per layer.
 template <typename T>
 __device__ __forceinline__ const T* copy_source(const T* base, size_t offset) {
   asm volatile("" : "+l"(base));
@@ -176,7 +178,7 @@ __device__ __forceinline__ const T* copy_source(const T* base, size_t offset) {
 template <int kPairs>
 struct XCopies {
   static constexpr int kSlots = 2 * kPairs, kPerThread = kPairs / 32;
-  const uint16_t* src;  // this thread's first piece of chunk 0 (the tile's first row for pairs beyond it)
+  const uint16_t* src;  // this thread's first piece of the next chunk (the tile's first row for pairs beyond it)
   int k_left;           // inputs of the row left from that piece on (<= 0: zero-fill)
   uint32_t dst;         // byte offset of piece j = 0 in a stage, before the k16 block's N-dependent offset
   int block0;           // the first k16 block
@@ -194,8 +196,20 @@ struct XCopies {
     src = (valid ? pair_row : first_row) + k0;
     k_left = K - k0;
   }
-  // Chunk `chunk`. Pairs n >= N are never read (this tile's wgmmas stop at N); pairs beyond the tile and inputs
-  // beyond K are zero-filled.
+  // The next chunk (the sources advance). Pairs n >= N are never read (this tile's wgmmas stop at N); pairs beyond
+  // the tile and inputs beyond K are zero-filled.
+  template <int N>
+  __device__ void load_next(uint8_t* stage) {
+    if (pair() >= N) return;
+    constexpr int kStep = 256 / kSlots;  // k16 blocks between this thread's copies
+#pragma unroll
+    for (int j = 0; j < kPerThread; ++j) {
+      cp_async16(stage + dst + (block0 + j * kStep) * 32 * N, src + 16 * kStep * j, valid && 16 * kStep * j < k_left);
+    }
+    src += 64;
+    k_left -= 64;
+  }
+  // Chunk `chunk` of a source that never advances, the same copies.
   template <int N>
   __device__ void load(uint8_t* stage, int chunk) const {
     if (pair() >= N) return;
@@ -234,6 +248,14 @@ struct WCopies {
       dst[i] = (codes ? e * 512 : kStrips * 512 + e * 64) + piece * 16;  // in a stage's weight part
     }
   }
+  __device__ void load_next(uint8_t* stage_weights) {
+    cp_async16(stage_weights + dst[0], src[0], valid[0]);
+    cp_async16(stage_weights + dst[1], src[1], valid[1]);
+    if (threadIdx.x < kStrips * 4) cp_async16(stage_weights + dst[2], src[2], valid[2]);
+    src[0] += 512;
+    src[1] += 512;
+    src[2] += 64;
+  }
   __device__ void load(uint8_t* stage_weights, int chunk) const {
     const size_t at = static_cast<size_t>(chunk);
     cp_async16(stage_weights + dst[0], copy_source(src[0], at * 512), valid[0]);
@@ -248,18 +270,24 @@ struct WCopies {
 // wgmmas that read them (wait<1>); stage st % kCount is refilled at step st + kAhead, after a barrier that
 // every warpgroup passes only once its wgmmas of step st - 2 are done.
 template <int kPairs, int N>
-__device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, const XCopies<kPairs> xc, const WCopies wc, int entry0,
+__device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, XCopies<kPairs> xc, WCopies wc, int entry0,
                                              int entry1, float (&acc0)[N / 2], float (&acc1)[N / 2]) {
   using S = Stages<kPairs, N>;
   const int lane = threadIdx.x & 31, g = lane >> 2;
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) acc0[i] = acc1[i] = 0.0f;
+  auto load_chunk = [&](uint8_t* stage, int chunk) {
+    if constexpr (kPairs == kNarrowPairs) {
+      xc.template load<N>(stage, chunk);
+      wc.load(stage + S::kXBytes, chunk);
+    } else {  // chunks are loaded in order
+      xc.template load_next<N>(stage);
+      wc.load_next(stage + S::kXBytes);
+    }
+  };
 #pragma unroll
   for (int s = 0; s < S::kAhead; ++s) {
-    if (s < chunks) {
-      xc.load<N>(smem + s * S::kBytes, s);
-      wc.load(smem + s * S::kBytes + S::kXBytes, s);
-    }
+    if (s < chunks) load_chunk(smem + s * S::kBytes, s);
     cp_async_commit();
   }
   const uint32_t smem_base = smem_addr(smem);
@@ -268,10 +296,7 @@ __device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, const XC
     wgmma::fence_proxy_async_shared();
     __syncthreads();  // and everyone's; both warpgroups are done with the stage refilled next
     const int next = st + S::kAhead;
-    if (next < chunks) {
-      xc.load<N>(smem + (next % S::kCount) * S::kBytes, next);
-      wc.load(smem + (next % S::kCount) * S::kBytes + S::kXBytes, next);
-    }
+    if (next < chunks) load_chunk(smem + (next % S::kCount) * S::kBytes, next);
     cp_async_commit();
     const int stage = st % S::kCount;
     const uint8_t* w_stage = smem + stage * S::kBytes + S::kXBytes;
