@@ -294,6 +294,19 @@ __global__ void __launch_bounds__(kThreads, 2)
 // (overlapping the state update); wait Kp; S update; prefetch the next Kp (overlapping the next V').
 // Warp w: V' rows 16 (w % 4) .., state rows 16 (w % 4 + 4 q) .., columns 16 (w / 4) .. + 15 of the slice.
 
+// Per-chunk timestamps (SM clock) of thread 0 of each scan block, for bench/experiments/gdn_scan_phase_probe.cu,
+// which compiles this file with IMP_PHASE_PROBE; no-ops otherwise. scan_phase(chunk, i): chunks below 128, blocks
+// below 256.
+#ifdef IMP_PHASE_PROBE
+__device__ long long g_scan_phase[256][128][6];
+__device__ __forceinline__ void scan_phase(int chunk, int i) {
+  if (threadIdx.x != 0 || chunk >= 128) return;
+  g_scan_phase[blockIdx.y * gridDim.x + blockIdx.x][chunk][i] = clock64();
+}
+#else
+__device__ __forceinline__ void scan_phase(int, int) {}
+#endif
+
 template <int NC>
 struct ScanSmem {
   static size_t floats(int dk) {
@@ -375,10 +388,12 @@ __global__ void __launch_bounds__(NC * 8, NC <= 32 ? 256 / (NC * 8) * 2 : 1)
 
   for (int chunk = 0; chunk < chunks; ++chunk) {
     float* rec = recs + static_cast<size_t>(chunk) * lay.stride();
+    scan_phase(chunk, 0);
     const float gC = rec[lay.gc()];
     store_state(states + static_cast<size_t>(chunk) * lay.state());  // the state this chunk starts from
     cp_async_wait<1>();  // W, U of this chunk (the newest group, Kp, may still fly)
     __syncthreads();
+    scan_phase(chunk, 1);
     // V' = U - W S (A = -W), to shared memory and over U in the record.
     {
       Acc v[2];
@@ -412,11 +427,13 @@ __global__ void __launch_bounds__(NC * 8, NC <= 32 ? 256 / (NC * 8) * 2 : 1)
         }
       }
     }
+    scan_phase(chunk, 2);
     __syncthreads();  // V' ready; W, U buffers free
     if (chunk + 1 < chunks) issue_wu(chunk + 1);
     cp_async_commit();
     cp_async_wait<1>();  // Kp of this chunk
     __syncthreads();
+    scan_phase(chunk, 3);
     // S <- gC S + Kp^T V' (A = Kp^T, read column-major from Kp).
     {
       Acc acc[2][2];
@@ -461,9 +478,11 @@ __global__ void __launch_bounds__(NC * 8, NC <= 32 ? 256 / (NC * 8) * 2 : 1)
         }
       }
     }
+    scan_phase(chunk, 4);
     __syncthreads();  // Kp buffer free; Ss updated
     if (chunk + 1 < chunks) issue_kp(chunk + 1);
     cp_async_commit();
+    scan_phase(chunk, 5);
   }
   cp_async_wait<0>();
   store_state(Sg);
