@@ -74,3 +74,52 @@ for lane in range(32):
                     newb = [Vs[((k0+kx)//2, nc0+8*j+nx)] for (kx, nx) in [(2*t, g), (2*t+8, g)]]
                     assert oldb == newb
 print("all fragments match")
+
+# The output kernel's operands (bench/experiments/gdn_out_pair_words.patch, on top of the scan's): Qg and Aqk as pair
+# words along rows (prep), the state snapshot as pair words down columns (scan, store_tile_row_pairs into [dk/2][dv]),
+# V' as hi / lo planes over U's rows 2p / 2p + 1 (scan, tile_row_pairs).
+dv = 128
+Sfull = [[random.random() for _ in range(dv)] for _ in range(dk)]
+Vfull = [[random.random() for _ in range(dv)] for _ in range(kC)]
+Qg = [[random.random() for _ in range(dk)] for _ in range(kC)]
+Aqk = [[random.random() for _ in range(kC)] for _ in range(kC)]
+snap = {}
+for col0 in (0, 64):
+    for mv in range(4):
+        for q in range(2):
+            for nc in range(4):
+                for j in range(2):
+                    tile = {}
+                    store_tile_row_pairs(Sfull, tile, dv, 16 * (mv + 4 * q), col0 + 16 * nc + 8 * j)
+                    snap.update(tile)
+planes = {}  # (row, col) -> ('hi' or 'lo', pair)
+for col0 in (0, 64):
+    for mv in range(4):
+        for nc in range(4):
+            for j in range(2):
+                tile = {}
+                store_tile_row_pairs(Vfull, tile, dv, 16 * mv, col0 + 16 * nc + 8 * j)
+                for (p, n), w in tile.items():
+                    assert (2 * p, n) not in planes and (2 * p + 1, n) not in planes
+                    planes[(2 * p, n)] = ('hi', w)
+                    planes[(2 * p + 1, n)] = ('lo', w)
+assert len(planes) == kC * dv
+Qrec = {(i, c // 2): (Qg[i][c], Qg[i][c + 1]) for i in range(kC) for c in range(0, dk, 2)}
+Arec = {(i, c // 2): (Aqk[i][c], Aqk[i][c + 1]) for i in range(kC) for c in range(0, kC, 2)}
+for lane in range(32):
+    g, t = lane >> 2, lane & 3
+    for mt in range(4):
+        for k0 in range(0, dk, 16):
+            rc = [(g, 2*t), (g+8, 2*t), (g, 2*t+8), (g+8, 2*t+8)]
+            assert [Qrec[(16*mt+r, (k0+c)//2)] for r, c in rc] == [(Qg[16*mt+r][k0+c], Qg[16*mt+r][k0+c+1]) for r, c in rc]
+            for n0 in range(0, dv, 8):
+                kn = [(2*t, g), (2*t+8, g)]
+                assert [snap[((k0+kx)//2, n0+nx)] for kx, nx in kn] == [(Sfull[k0+kx][n0+nx], Sfull[k0+kx+1][n0+nx]) for kx, nx in kn]
+        for k0 in range(0, 16 * mt + 16, 16):
+            rc = [(g, 2*t), (g+8, 2*t), (g, 2*t+8), (g+8, 2*t+8)]
+            assert [Arec[(16*mt+r, (k0+c)//2)] for r, c in rc] == [(Aqk[16*mt+r][k0+c], Aqk[16*mt+r][k0+c+1]) for r, c in rc]
+            for n0 in range(0, dv, 8):
+                for kx, nx in [(2*t, g), (2*t+8, g)]:
+                    hi, lo = planes[(k0+kx, n0+nx)], planes[(k0+kx+1, n0+nx)]
+                    assert hi[0] == 'hi' and lo[0] == 'lo' and hi[1] == lo[1] == (Vfull[k0+kx][n0+nx], Vfull[k0+kx+1][n0+nx])
+print("output kernel fragments match")
