@@ -162,9 +162,9 @@ __device__ __forceinline__ uint64_t x_descriptor(uint32_t smem_byte_address) {
 // A copy source's address for chunk `chunk`, computed afresh from an opaque base: a pointer advanced after each
 // copy (or strength-reduced to one) is rewritten right after the cp.async that reads it, and the rewrite waits
 // until the copy, queued behind the others, has read its source registers (ncu, 9493cfa: ~14% of the gate/up
-// kernel's stall samples on two such instructions). Only the narrow tiles load this way: measured on the H200
-// (session 18, medians of 5, A/B in one visit), pp 512 (narrow tiles) +1.2%, but pp 4096 (wide tiles) -0.7%:
-// gate/up 1099 -> 1146 us and down 642 -> 656 us per layer.
+// kernel's stall samples on two such instructions). Only the narrow tiles load this way (H200, session 18, A/B in
+// one visit each, medians of 5): pp 512, which takes narrow tiles, +1.0%; in the wide tiles it cost 0.7% at pp 4096
+// (gate/up 1099 -> 1146 us, down 642 -> 656 us per layer).
 template <typename T>
 __device__ __forceinline__ const T* copy_source(const T* base, size_t offset) {
   asm volatile("" : "+l"(base));
