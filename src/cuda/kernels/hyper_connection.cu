@@ -280,6 +280,17 @@ __device__ __forceinline__ void load8_bf16(const uint16_t* p, float* out) {
   }
 }
 
+// Per-block SM-clock stamps of thread 0 in the decode read kernels (read-down 0, up/mix 1), for
+// bench/experiments/hc_read_phase_probe.cu, which compiles this file with IMP_PHASE_PROBE; no-ops otherwise.
+#ifdef IMP_PHASE_PROBE
+__device__ long long g_hc_phase[2][512][8];
+__device__ __forceinline__ void hc_phase(int kernel, int i) {
+  if (threadIdx.x == 0 && blockIdx.x < 512) g_hc_phase[kernel][blockIdx.x][i] = clock64();
+}
+#else
+__device__ __forceinline__ void hc_phase(int, int) {}
+#endif
+
 // Decode reads stream ~13 MB of weights per layer in two launches, so both kernels are built for bytes
 // in flight: every warp issues all the 16-byte weight loads of its piece before it uses any of them.
 constexpr int kReadBatch = 8;  // 16-byte loads issued together per lane
@@ -296,6 +307,7 @@ constexpr int kDownBatch = 5;  // weight loads per lane and row issued together:
 // five per lane at the released shape.
 __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const uint16_t* w, int rows_out, int rank,
                                     int streams, int parts, int d, float eps, float* low, float* inv_rms) {
+  hc_phase(0, 0);
   pdl_trigger();  // weights first; pdl_wait() before the stream is read (device_math.cuh)
   extern __shared__ __align__(16) uint8_t staged[];
   __shared__ float sa[kDownRows][kMaxHcStreams * 4], sb[kMaxHcStreams * 4];
@@ -324,10 +336,12 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
   load_batch(first + lane);
   for (int i = threadIdx.x; i < width / 8; i += blockDim.x) cp_async16(nw_sm + 8 * i, nw + 8 * i);
   pdl_wait();
+  hc_phase(0, 1);
   for (int i = threadIdx.x; i < width / 4; i += blockDim.x) cp_async16(s_sm + 4 * i, s + 4 * i);
   cp_async_commit();
   cp_async_wait_all();
   __syncthreads();
+  hc_phase(0, 2);
   const float* sg = s_sm + group_at;
   const uint16_t* nwg = nw_sm + group_at;
   float a[kDownRows], b = 0.0f;
@@ -360,6 +374,7 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
       for (int k = 0; k < 8; ++k) b += sv[k] * sv[k];
     }
   }
+  hc_phase(0, 3);
 #pragma unroll
   for (int i = 0; i < kDownRows; ++i) a[i] = warp_sum(a[i]);
   b = warp_sum(b);
@@ -369,6 +384,7 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
     sb[warp] = b;
   }
   __syncthreads();
+  hc_phase(0, 4);
   const int t = static_cast<int>(threadIdx.x), r = r0 + t;
   if (t >= kDownRows || r >= rows_out) return;
   float value = 0.0f;
@@ -384,6 +400,7 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
   }
   const float v = value / static_cast<float>(streams);
   low[r] = r < rank ? v * sigmoidf(v) : 2.0f * sigmoidf(v);
+  hc_phase(0, 5);
 }
 
 // One warp per output column j: the S dots up[g*d + j] . low[0..rank) (S * rank / 8 loads of 16 bytes spread
@@ -392,6 +409,7 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
 // where used, low was one per chunk and the tail one per stream).
 __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const float* inv_rms, const uint16_t* up,
                                       int up_stride, const float* low, int rank, int streams, int d, float* x) {
+  hc_phase(1, 0);
   pdl_trigger();  // weights first; pdl_wait() before low and the stream are read
   extern __shared__ __align__(16) float low_sm[];  // [rank]
   const int lane = threadIdx.x % kWarp;
@@ -414,11 +432,13 @@ __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const 
   const size_t at = static_cast<size_t>(lane) * d + j;
   const float norm_w = own_stream ? 1.0f + bf16_bits_to_float(nw[at]) : 0.0f;
   pdl_wait();
+  hc_phase(1, 1);
   for (int i = threadIdx.x; i < rank / 4; i += blockDim.x) cp_async16(low_sm + 4 * i, low + 4 * i);
   cp_async_commit();
   const float s_own = own_stream ? s[at] : 0.0f, inv_own = own_stream ? inv_rms[lane] : 0.0f;
   cp_async_wait_all();
   __syncthreads();
+  hc_phase(1, 2);
   if (!live) return;
   float dot[kMaxHcStreams] = {};
   for (int q0 = lane; q0 < chunks; q0 += kWarp * kReadBatch) {
@@ -446,6 +466,7 @@ __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const 
       }
     }
   }
+  hc_phase(1, 3);
   float term = 0.0f;
 #pragma unroll
   for (int g = 0; g < kMaxHcStreams; ++g) {
@@ -456,6 +477,7 @@ __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const 
   float sum = 0.0f;  // in stream order, as before
   for (int g = 0; g < streams; ++g) sum += __shfl_sync(0xffffffffu, term, g);
   if (lane == 0) x[j] = sum / static_cast<float>(streams);
+  hc_phase(1, 4);
 }
 
 // hc_read_down_kernel stages 6 bytes per stream value; its dynamic shared-memory limit is raised once per process
