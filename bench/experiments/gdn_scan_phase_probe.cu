@@ -23,6 +23,7 @@
 
 #include "cuda/kernels/random_fill.h"
 #include "cuda/memory/device_buffer.h"
+#include "probe_graph.cuh"
 
 using imp::cuda::DeviceBuffer;
 
@@ -34,11 +35,6 @@ DeviceBuffer<float> random_floats(size_t n, float scale, unsigned seed) {
   std::vector<float> host(n);
   for (float& v : host) v = normal(rng);
   return DeviceBuffer<float>(host);
-}
-
-double percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
 }
 
 }  // namespace

@@ -22,15 +22,11 @@
 #include "cuda/kernels/random_fill.h"
 #include "cuda/launch.h"
 #include "cuda/memory/device_buffer.h"
+#include "probe_graph.cuh"
 
 using imp::cuda::DeviceBuffer;
 
 namespace {
-
-double percentile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
-}
 
 void print_phases(const char* kernel, const long long (*stamps)[8], int blocks, int phases, double cycles_per_us) {
   for (int i = 0; i + 1 < phases; ++i) {
@@ -62,34 +58,17 @@ int main() {
   for (float& v : host_stream) v = normal(rng);
   DeviceBuffer<float> stream_row(host_stream), low(rows_out), inv_rms(S), x(d);
 
-  cudaStream_t stream;
-  IMP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   hc_read_down_shared_limit();  // raises the kernel's shared-memory limit outside the capture
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  IMP_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  {
-    const PdlScope pdl;
-    for (int r = 0; r < reads; ++r) {
-      launch_hc_read_down(stream_row.data(), norm.data(), down[r].data(), rows_out, rank, S, d, 1e-6f, low.data(),
-                          inv_rms.data(), stream);
-      launch_hc_read_up_mix(stream_row.data(), norm.data(), inv_rms.data(), up[r].data(), rank, low.data(), rank, S, d,
-                            x.data(), stream);
-    }
-  }
-  IMP_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  IMP_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int run = 0; run < 5; ++run) IMP_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  cudaEvent_t a, b;
-  IMP_CUDA_CHECK(cudaEventCreate(&a));
-  IMP_CUDA_CHECK(cudaEventCreate(&b));
-  IMP_CUDA_CHECK(cudaEventRecord(a, stream));
-  IMP_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  IMP_CUDA_CHECK(cudaEventRecord(b, stream));
-  IMP_CUDA_CHECK(cudaStreamSynchronize(stream));
-  float ms = 0.0f;
-  IMP_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-  std::printf("%d reads: %.2f us per read (read-down + up/mix)\n", reads, ms * 1000.0f / reads);
+  const PdlScope pdl;
+  const double us = time_graph(
+      [&](cudaStream_t stream, int r) {
+        launch_hc_read_down(stream_row.data(), norm.data(), down[r].data(), rows_out, rank, S, d, 1e-6f, low.data(),
+                            inv_rms.data(), stream);
+        launch_hc_read_up_mix(stream_row.data(), norm.data(), inv_rms.data(), up[r].data(), rank, low.data(), rank, S,
+                              d, x.data(), stream);
+      },
+      reads, 5);
+  std::printf("%d reads: %.2f us per read (read-down + up/mix; median of 5 replays)\n", reads, us);
 
   static long long stamps[2][512][8];
   IMP_CUDA_CHECK(cudaMemcpyFromSymbol(stamps, g_hc_phase, sizeof(stamps)));

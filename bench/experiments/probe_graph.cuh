@@ -84,3 +84,9 @@ double time_graph(Launch launch, int launches, int replays) {
   std::sort(t.begin(), t.end());
   return t[t.size() / 2] * 1000.0 / launches;
 }
+
+// The q-quantile (0..1) of v, nearest rank below.
+inline double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))];
+}

@@ -569,20 +569,19 @@ __global__ void __launch_bounds__(kThreads, 2)
   __syncthreads();
   // The gate rows of the chunk into As (free now), in flight while O goes to shared memory: the norm loop's
   // loads of z, a row per warp, were eight dependent round trips.
-  const int lo = lb;
-  float* Zs = As;  // [64][lo]
+  float* Zs = As;  // [64][lb]
   for_each_in_block<kThreads>(kC, dv / 4, [&](int i, int c4) {
     const int t = chunk * kC + i;
-    cp_async16(Zs + i * lo + 4 * c4, z + (static_cast<size_t>(t < tokens ? t : 0) * hv + h) * dv + 4 * c4, t < tokens);
+    cp_async16(Zs + i * lb + 4 * c4, z + (static_cast<size_t>(t < tokens ? t : 0) * hv + h) * dv + 4 * c4, t < tokens);
   });
   cp_async_commit();
-  float* Os = Bs;  // [64][lo]
+  float* Os = Bs;  // [64][lb]
 #pragma unroll
   for (int j = 0; j < kMaxDim / 16; ++j) {
     const int n0 = 8 * (nb + 2 * j);
     if (nb + 2 * j < ntiles) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) Os[(16 * mt + acc_row(e)) * lo + n0 + acc_col(e)] = acc[j].m[e] + acc[j].c[e];
+      for (int e = 0; e < 4; ++e) Os[(16 * mt + acc_row(e)) * lb + n0 + acc_col(e)] = acc[j].m[e] + acc[j].c[e];
     }
   }
   cp_async_wait<0>();
@@ -597,7 +596,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int m = 0; m < kMaxDim / kWarp; ++m) {
       const int j = lane + m * kWarp;
-      vals[m] = j < dv ? Os[i * lo + j] : 0.0f;
+      vals[m] = j < dv ? Os[i * lb + j] : 0.0f;
       ss += vals[m] * vals[m];
     }
     const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(dv) + shape.eps);
@@ -605,7 +604,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int m = 0; m < kMaxDim / kWarp; ++m) {
       const int j = lane + m * kWarp;
       if (j < dv) {
-        const float gate = Zs[i * lo + j];
+        const float gate = Zs[i * lb + j];
         const float act = shape.sigmoid_gate ? sigmoidf(gate) : gate * sigmoidf(gate);
         const float o = bf16_bits_to_float(norm_w[j]) * (vals[m] * inv) * act;
         const __nv_bfloat16 hi = __float2bfloat16_rn(o);
