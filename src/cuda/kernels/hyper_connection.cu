@@ -294,17 +294,20 @@ __device__ __forceinline__ void hc_phase(int, int) {}
 // Decode reads stream ~13 MB of weights per layer in two launches, so both kernels are built for bytes
 // in flight: every warp issues all the 16-byte weight loads of its piece before it uses any of them.
 constexpr int kReadBatch = 8;  // 16-byte loads issued together per lane
-constexpr int kDownRows = 2;   // rows of down_inject per read-down block: the staged stream serves them all
+constexpr int kDownRows = 3;   // rows of down_inject per read-down block: the staged stream serves them all.
+                               // 3 (108 blocks at the released shape, at most one per SM): decode +1.4% against 2
+                               // (162 blocks: 30 SMs held two); 4 (81 blocks) gained less (session 19)
 constexpr int kDownBatch = 5;  // weight loads per lane and row issued together: one batch at the released shape
                                // (d = 2560 in 2 parts: 160 chunks per warp)
 
 // One warp per (group g, part p of the group's d inputs) for each of the block's kDownRows rows of down_inject:
 // a = sum w * (1 + nw) * s and b = sum s^2 over the part. A block holds all S * P pieces of its rows and combines
 // them: a row's value is sum_g a_g * rsqrt(b_g / d + eps), i.e. the GEMV of the normalised stream. Parts spread
-// the rows over enough warps to keep every SM busy (162 blocks of 2 rows x 4 groups x 2 parts at the released
+// the rows over enough warps to keep most SMs busy (108 blocks of 3 rows x 4 groups x 2 parts at the released
 // shape). The norm weight (before the wait) and the stream (right after it) are staged in shared memory by
 // cp.async, once for the block's rows: read where each chunk is used, they were one dependent L2 round trip per chunk,
 // five per lane at the released shape.
+static_assert(kDownRows * kMaxHcStreams <= kWarp, "warp 0 finishes all of a block's rows");
 __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const uint16_t* w, int rows_out, int rank,
                                     int streams, int parts, int d, float eps, float* low, float* inv_rms) {
   hc_phase(0, 0);
@@ -385,19 +388,27 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
   }
   __syncthreads();
   hc_phase(0, 4);
-  const int t = static_cast<int>(threadIdx.x), r = r0 + t;
-  if (t >= kDownRows || r >= rows_out) return;
-  float value = 0.0f;
-  for (int gg = 0; gg < streams; ++gg) {
-    float ga = 0.0f, gb = 0.0f;
+  // Warp 0 finishes: lane (i, gg) of the first kDownRows * streams lanes takes row r0 + i's term of group gg, all
+  // at once (as one thread per row, the groups' loads, divisions and square roots were a serial chain); the row's
+  // lane gg = 0 adds the terms in group order, the order of cpu::hyper_connection_read.
+  if (warp != 0) return;
+  const int i = lane / streams, gg = lane % streams, r = r0 + i;
+  float ga = 0.0f, inv = 0.0f;
+  if (i < kDownRows) {
+    float gb = 0.0f;
     for (int p = 0; p < parts; ++p) {
-      ga += sa[t][gg * parts + p];
+      ga += sa[i][gg * parts + p];
       gb += sb[gg * parts + p];
     }
-    const float inv = rsqrtf(gb / static_cast<float>(d) + eps);
-    value += ga * inv;
+    inv = rsqrtf(gb / static_cast<float>(d) + eps);
     if (r == 0) inv_rms[gg] = inv;
   }
+  float value = 0.0f;
+  const int row_lane = min(i, kDownRows - 1) * streams;
+  for (int g = 0; g < streams; ++g) {
+    value += __shfl_sync(0xffffffffu, ga, row_lane + g) * __shfl_sync(0xffffffffu, inv, row_lane + g);
+  }
+  if (i >= kDownRows || gg != 0 || r >= rows_out) return;
   const float v = value / static_cast<float>(streams);
   low[r] = r < rank ? v * sigmoidf(v) : 2.0f * sigmoidf(v);
   hc_phase(0, 5);
