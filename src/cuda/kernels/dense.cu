@@ -18,13 +18,14 @@ namespace cg = cooperative_groups;
 
 constexpr int kMaxRows = 8;
 
-template <int Rows>
+template <int Rows, int Batch>
 __global__ void gemv_bf16_kernel(const uint16_t* weight, const float* x, int n, int k, int split, float* y) {
   pdl_trigger();  // weights first: the dots wait before they read x
-  gemv_rows<Rows>(weight, n, k, split, PlainX{x, k}, [&](int row, const float (&acc)[Rows]) {
+  auto store = [&](int row, const float (&acc)[Rows]) {
 #pragma unroll
     for (int r = 0; r < Rows; ++r) y[static_cast<size_t>(r) * n + row] = acc[r];
-  });
+  };
+  gemv_rows<Rows, PlainX, decltype(store), AllRows, Batch>(weight, n, k, split, PlainX{x, k}, store);
 }
 
 // The projection's output goes straight into the hyper-connection streams (cpu::hyper_connection_write).
@@ -67,10 +68,24 @@ __global__ void gemv_bf16_gate_halves_kernel(const uint16_t* weight, const float
   }, rows);
 }
 
+// A small single-row GEMV (the MoE input: 1793 x 2560, 9.2 MB) has every weight load of a warp in flight before the
+// PDL wait when the register file of the resident warps can hold the whole matrix (33 MiB on the H200's 132 SMs;
+// at most half of it here, the previous kernel's blocks hold the rest): after the wait only x is loaded. Decode
+// +0.8% on top of the segmented hyper-connection up/mix, +0.0% before it (session 19). Larger GEMVs stream at full
+// bandwidth anyway and keep kGemvBatch (more loads per lane cost them resident blocks).
+constexpr int kGemvWholeBatch = 6;
+constexpr size_t kGemvWholeBytes = size_t{16} << 20;
+
 template <int Rows>
 void launch_rows(const uint16_t* weight, const float* x, int32_t n, int32_t k, float* y, cudaStream_t stream) {
   const int split = gemv_split(n, k);
-  launch_kernel(gemv_bf16_kernel<Rows>, gemv_split_blocks(n, split), kGemvThreads, 0, stream, 1, weight, x, n, k, split, y);
+  auto kernel = gemv_bf16_kernel<Rows, kGemvBatch>;
+  if constexpr (Rows == 1) {
+    const int chunks_per_lane = (k / 8 / split + kWarp - 1) / kWarp;
+    const size_t bytes = static_cast<size_t>(n) * static_cast<size_t>(k) * sizeof(uint16_t);
+    if (chunks_per_lane <= kGemvWholeBatch && bytes <= kGemvWholeBytes) kernel = gemv_bf16_kernel<1, kGemvWholeBatch>;
+  }
+  launch_kernel(kernel, gemv_split_blocks(n, split), kGemvThreads, 0, stream, 1, weight, x, n, k, split, y);
 }
 
 // One block per (row, group); groups are at most a few thousand wide. kVec values per load (4: 16-byte loads of

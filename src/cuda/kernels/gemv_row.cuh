@@ -21,26 +21,26 @@ constexpr int kGemvWarps = kGemvThreads / kWarp;
 
 // PDL: the first batch of weight loads goes out before pdl_wait(); load_x runs after it (see device_math.cuh).
 // Chunks (8 inputs each) [first, last) of the row; bf16_row_dots covers all of it.
-template <int Rows, class LoadX>
+template <int Rows, class LoadX, int Batch = kGemvBatch>
 __device__ __forceinline__ void bf16_row_dots_range(const uint16_t* row, int first, int last, LoadX load_x,
                                                     float (&acc)[Rows]) {
   const int lane = threadIdx.x % kWarp;
   const uint4* w = reinterpret_cast<const uint4*>(row);
 #pragma unroll
   for (int r = 0; r < Rows; ++r) acc[r] = 0.0f;
-  uint4 packed[kGemvBatch];
+  uint4 packed[Batch];
   auto load_batch = [&](int c0) {
 #pragma unroll
-    for (int b = 0; b < kGemvBatch; ++b) {
+    for (int b = 0; b < Batch; ++b) {
       if (c0 + b * kWarp < last) packed[b] = load_weight16(w + c0 + b * kWarp);
     }
   };
   load_batch(first + lane);
   pdl_wait();
-  for (int c0 = first + lane; c0 < last; c0 += kWarp * kGemvBatch) {
+  for (int c0 = first + lane; c0 < last; c0 += kWarp * Batch) {
     if (c0 != first + lane) load_batch(c0);
 #pragma unroll
-    for (int b = 0; b < kGemvBatch; ++b) {
+    for (int b = 0; b < Batch; ++b) {
       if (c0 + b * kWarp >= last) break;
       const int c = 8 * (c0 + b * kWarp);
       const uint32_t words[4] = {packed[b].x, packed[b].y, packed[b].z, packed[b].w};
@@ -95,7 +95,7 @@ struct SkipRows {
 // prepare(row) was called by the same thread as soon as its own dots were done (it has waited): loads the epilogue
 // needs go out there, before the split-K reduction, instead of after it. The n outputs are the weight rows
 // rows(0) .. rows(n - 1); prepare and epilogue get those weight row indices.
-template <int Rows, class LoadX, class Prepare, class Epilogue, class RowMap = AllRows>
+template <int Rows, class LoadX, class Prepare, class Epilogue, class RowMap = AllRows, int Batch = kGemvBatch>
 __device__ __forceinline__ void gemv_rows_prepared(const uint16_t* weight, int n, int k, int split, LoadX load_x,
                                                    Prepare prepare, Epilogue epilogue, RowMap rows = {}) {
   __shared__ float partial[kGemvWarps][Rows];
@@ -105,7 +105,7 @@ __device__ __forceinline__ void gemv_rows_prepared(const uint16_t* weight, int n
   const int chunks = k / 8, per = (chunks + split - 1) / split;
   const int first = min(chunks, part * per), last = min(chunks, first + per);
   float acc[Rows];
-  if (row < n) bf16_row_dots_range<Rows>(weight + static_cast<size_t>(rows(row)) * k, first, last, load_x, acc);
+  if (row < n) bf16_row_dots_range<Rows, LoadX, Batch>(weight + static_cast<size_t>(rows(row)) * k, first, last, load_x, acc);
   if (split == 1) {
     if (row < n && lane == 0) epilogue(rows(row), acc, prepare(rows(row)));
     return;
@@ -132,6 +132,9 @@ __device__ __forceinline__ void gemv_rows_prepared(const uint16_t* weight, int n
 }
 
 struct NoEarlyLoads {};
+struct NoPrepare {
+  __device__ __forceinline__ NoEarlyLoads operator()(int) const { return {}; }
+};
 
 // The weight row this thread finishes in gemv_rows (its epilogue runs here), or -1: lane 0 of each warp without
 // split-K, warp 0's first lanes with it.
@@ -144,12 +147,12 @@ __device__ __forceinline__ int gemv_finisher_row(int n, int split, RowMap rows =
 }
 
 // gemv_rows_prepared with nothing to load early: epilogue(row, acc).
-template <int Rows, class LoadX, class Epilogue, class RowMap = AllRows>
+template <int Rows, class LoadX, class Epilogue, class RowMap = AllRows, int Batch = kGemvBatch>
 __device__ __forceinline__ void gemv_rows(const uint16_t* weight, int n, int k, int split, LoadX load_x,
                                           Epilogue epilogue, RowMap rows = {}) {
-  gemv_rows_prepared<Rows>(
-      weight, n, k, split, load_x, [](int) { return NoEarlyLoads{}; },
-      [&](int row, const float (&acc)[Rows], NoEarlyLoads) { epilogue(row, acc); }, rows);
+  auto finish = [&](int row, const float (&acc)[Rows], NoEarlyLoads) { epilogue(row, acc); };
+  gemv_rows_prepared<Rows, LoadX, NoPrepare, decltype(finish), RowMap, Batch>(weight, n, k, split, load_x, {}, finish,
+                                                                                rows);
 }
 
 // load_x for plain fp32 rows [Rows, k].

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Session 19, second visit: the decode hyper-connection read probe with the read-down's tail finished by one warp
+# (bench/experiments/hc_read_down_tail_warp.patch), the SASS of the decode read/GEMV/MoE kernels (cuobjdump, if the
+# machine has it), the GPU tests of whole+tail, and a decode A/B (tg 128 at 1K and 32K, alternating, two rounds) of
+# main, whole (bench/experiments/gemv_whole_batch.patch: the MoE input GEMV's weights all before the PDL wait),
+# wt (whole + tail) and r3 (wt with 3 rows per read-down block). Builds: bench/tools/build_variant.sh (see the
+# session's A/B log).
+set -uo pipefail
+out=${OUT:-/tmp/imp_out}; mkdir -p "$out"
+export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+cfg=bench/configs/qwen3.8-flash-next.json
+for v in hc_read hc_tail; do echo "== probe $v"; build/probes/$v 2>&1 | tee "$out/probe_$v.txt"; done
+if [ -x /usr/local/cuda/bin/cuobjdump ]; then
+  /usr/local/cuda/bin/cuobjdump -sass build/exp/imp_wt > /tmp/all.sass 2>&1
+  awk '/Function : /{keep = ($0 ~ /hc_read|gemv_bf16_kernel|moe_decode|gdn_in_proj_conv|gdn_recurrent/)} keep' /tmp/all.sass \
+    > "$out/sass_wt_decode.txt"; echo "sass: $(wc -l < "$out/sass_wt_decode.txt") lines"
+else echo "no cuobjdump: $(ls /usr/local/cuda/bin | tr '\n' ' ')"; fi
+build/exp/imp_gpu_tests_wt --gtest_filter='*Gemv*:*HyperConnection*:*Golden*:*Moe*:*Decode*' > "$out/gpu_tests_wt.log" 2>&1
+echo "wt tests rc=$? (${SECONDS}s)"; grep -E "golden-cuda|FAILED|PASSED" "$out/gpu_tests_wt.log" | tail -14
+for i in 1 2; do
+  for v in main whole wt r3; do
+    build/exp/imp_$v bench --dummy $cfg --backend cuda --pp 1 --tg 128 --context 1024,32768 --runs 5 \
+      --out "$out/ab_${v}_$i.json" > /dev/null 2> "$out/ab_${v}_$i.log"
+    echo "$v$i rc=$?: $(grep -E 'tg ' "$out/ab_${v}_$i.log" | cut -c12-70 | tr '\n' ' ') (${SECONDS}s)"
+  done
+done
+tar -czf /tmp/v.tgz -C "$out" . && find "$out" -maxdepth 1 -type f -delete && mv /tmp/v.tgz "$out/visit_outputs.tar.gz"
