@@ -393,7 +393,7 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
   hc_phase(0, 4);
   // Warp 0 finishes: lane (i, gg) of the first kDownRows * streams lanes takes row r0 + i's term of group gg, all
   // at once (as one thread per row, the groups' loads, divisions and square roots were a serial chain); the row's
-  // lane gg = 0 adds the terms in group order, the order of cpu::hyper_connection_read.
+  // lane gg = 0 adds the terms in group order, as that thread did (the same sums, bit for bit).
   if (warp != 0) return;
   const int i = lane / streams, gg = lane % streams, r = r0 + i;
   float ga = 0.0f, inv = 0.0f;
@@ -422,8 +422,8 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
 // then x[j] = mean_g sigmoid(dot_g) * normed[g, j]. A lane works on one stream only, so its chunks need no
 // per-chunk stream lookup (a division and a select over the S sums) and the sums reduce within segments: dots and
 // sums 2.2 -> 1.8 us after the staging in the phase probe, decode +0.3% (session 19; the lanes were spread over all
-// S * rank / 8 chunks). After the wait, low is staged in
-// shared memory by cp.async while each segment's first lane loads its stream's value and norm scale: one round trip.
+// S * rank / 8 chunks). After the wait, low is staged in shared memory by cp.async while each segment's first lane
+// loads its stream's value and norm scale: one round trip.
 __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const float* inv_rms, const uint16_t* up,
                                       int up_stride, const float* low, int rank, int streams, int d, float* x) {
   hc_phase(1, 0);
