@@ -8,7 +8,6 @@
 set -uo pipefail
 out=${OUT:-/tmp/imp_out}; mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-cfg=bench/configs/qwen3.8-flash-next.json
 for v in hc_read hc_tail; do echo "== probe $v"; build/probes/$v 2>&1 | tee "$out/probe_$v.txt"; done
 if [ -x /usr/local/cuda/bin/cuobjdump ]; then
   /usr/local/cuda/bin/cuobjdump -sass build/exp/imp_wt > /tmp/all.sass 2>&1
@@ -17,11 +16,5 @@ if [ -x /usr/local/cuda/bin/cuobjdump ]; then
 else echo "no cuobjdump: $(ls /usr/local/cuda/bin | tr '\n' ' ')"; fi
 build/exp/imp_gpu_tests_wt --gtest_filter='*Gemv*:*HyperConnection*:*Golden*:*Moe*:*Decode*' > "$out/gpu_tests_wt.log" 2>&1
 echo "wt tests rc=$? (${SECONDS}s)"; grep -E "golden-cuda|FAILED|PASSED" "$out/gpu_tests_wt.log" | tail -14
-for i in 1 2; do
-  for v in main whole wt r3; do
-    build/exp/imp_$v bench --dummy $cfg --backend cuda --pp 1 --tg 128 --context 1024,32768 --runs 5 \
-      --out "$out/ab_${v}_$i.json" > /dev/null 2> "$out/ab_${v}_$i.log"
-    echo "$v$i rc=$?: $(grep -E 'tg ' "$out/ab_${v}_$i.log" | cut -c12-70 | tr '\n' ' ') (${SECONDS}s)"
-  done
-done
-tar -czf /tmp/v.tgz -C "$out" . && find "$out" -maxdepth 1 -type f -delete && mv /tmp/v.tgz "$out/visit_outputs.tar.gz"
+VARIANTS="main whole wt r3" AB_ARGS="--pp 1 --tg 128 --context 1024,32768 --runs 5" TL_VARIANTS= \
+  bash bench/tools/variants_visit.sh

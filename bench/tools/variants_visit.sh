@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Prefill A/B/C... of several builds in one GPU visit: VARIANTS="a b c" runs build/exp/imp_<name> for each name at
 # pp 4096 (AB_ARGS to change), two rounds in the given order so that drift hits all, then a CUPTI prefill timeline
-# of each name in TL_VARIANTS (default: all; needs build/exp/libkernel_timeline.so, see kernel_timeline.cpp) with
-# the MoE kernels printed. Everything goes into $OUT/visit_outputs.tar.gz (a visit returns only a few files).
+# of each name in TL_VARIANTS (default: all; TL_VARIANTS= for none; needs build/exp/libkernel_timeline.so, see
+# kernel_timeline.cpp) with the MoE kernels printed. Whatever earlier steps of a visit left in $OUT is packed too. Everything goes into $OUT/visit_outputs.tar.gz (a visit returns only a few files).
 # Session 8 compared the MoE prefill variants with it (bench/results/2026-11-30_moe_wgmma_ab_session8.txt).
 set -uo pipefail
 out=${OUT:-/tmp/imp_out}; mkdir -p "$out"
@@ -15,7 +15,7 @@ for i in 1 2; do
     echo "$v$i rc=$?: $(grep -E '(pp|tg) ' "$out/${v}_$i.log" | cut -c12-90 | tr '\n' ' ')"
   done
 done
-for v in ${TL_VARIANTS:-$VARIANTS}; do
+for v in ${TL_VARIANTS-$VARIANTS}; do
   LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$PWD/build/exp/lib" CUDA_INJECTION64_PATH="$PWD/build/exp/libkernel_timeline.so" \
     IMP_TIMELINE="$out/tl.csv" build/exp/imp_$v bench --dummy $cfg --backend cuda \
     --pp 4096 --tg 1 --context 1 --runs 1 --out "$out/tl_$v.json" > /dev/null 2>&1

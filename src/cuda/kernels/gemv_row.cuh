@@ -1,6 +1,6 @@
 // One warp's dot products of one BF16 weight row with Rows fp32 vectors, for the decode GEMV kernels. Each
-// lane takes 8 weights (16 bytes) at a time, coalesced across the warp, and issues kGemvBatch loads before it
-// uses any of them. load_x(r, c, xv) supplies x[r, c .. c + 8), so fused
+// lane takes 8 weights (16 bytes) at a time, coalesced across the warp, and issues Batch loads (kGemvBatch unless
+// the caller picks another) before it uses any of them. load_x(r, c, xv) supplies x[r, c .. c + 8), so fused
 // kernels can compute their input on the fly. Returns the warp-summed dots in every lane.
 #pragma once
 
