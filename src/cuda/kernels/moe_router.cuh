@@ -69,11 +69,16 @@ __device__ __noinline__ void warp_router(const float* logits, int experts, int k
   uint64_t* const maxima = scratch;       // [32]
   uint64_t* const top = scratch + kWarp;  // [k]
   uint64_t* const cand = top + kMaxTopK;  // [k * kPer]
+  // Every load issued before any is used: one round trip to L2, not one per few loads (the keys' selects
+  // interleaved with predicated loads made ptxas wait on them in turns, ~3 us of routing per layer).
+  float v[kPer];
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) v[i] = __ldcg(logits + min(lane + i * kWarp, experts - 1));
   uint64_t keys[kPer];  // 0: no key (every real key has a nonzero low word); key_logit gives the logit back
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
     const int e = lane + i * kWarp;
-    keys[i] = e < experts ? router_key(__ldcg(logits + e), e) : 0;
+    keys[i] = e < experts ? router_key(v[i], e) : 0;
   }
   const uint64_t best = key_max(keys);
   maxima[lane] = best;
