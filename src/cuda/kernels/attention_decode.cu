@@ -1,4 +1,5 @@
 #include "cuda/kernels/attention_decode.h"
+#include "cuda/kernels/attention_decode_partial.h"
 
 #include <cfloat>
 
@@ -169,11 +170,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
       }
     }
   };
-  auto block_range = [&](int count, int& begin, int& end) {
-    const int per_split = ((count + splits - 1) / splits + tile - 1) / tile * tile;
-    begin = split * per_split;
-    end = min(count, begin + per_split);
-  };
+  auto block_range = [&](int count, int& begin, int& end) { split_range(count, splits, split, tile, begin, end); };
   // The queries go out in the same round trip as the token count. With `early`, the queries, positions and K/V
   // pages are final before this kernel starts (the launcher's contract); only the selection comes from the
   // previous kernel. So the queries and the first tile's keys and values, guessed to be every visible token (the
@@ -411,19 +408,6 @@ size_t attention_decode_workspace_floats(int32_t rows, int32_t heads, int32_t he
 
 namespace {
 
-struct PartialArgs {
-  KvPages cache;
-  const float* q;
-  int head_stride;
-  const int32_t* positions;
-  const int32_t* selected;
-  const int32_t* selected_count;
-  int max_selected, heads, kv_heads, hd, group_chunk, lanes, tile, splits;
-  bool early;
-  float* partial_acc;
-  float* partial_stats;
-};
-
 template <bool Bf16, int D, int Vec>
 void launch_partial(const PartialArgs& a, dim3 grid, size_t shared, cudaStream_t stream) {
   launch_kernel(attention_decode_partial_kernel<Bf16, D, Vec>, grid, kThreads, shared, stream, 1,
@@ -466,10 +450,13 @@ void launch_attention_decode(const KvPages& cache, const float* q, const float* 
   const int vec_elems = cache.bf16 ? 8 : 4;
   const bool aligned = reinterpret_cast<uintptr_t>(cache.keys) % 16 == 0 && reinterpret_cast<uintptr_t>(cache.values) % 16 == 0;
   const bool vector = aligned && head_dim % vec_elems == 0;
+  // bf16 pages of the usual shapes: the tensor-core kernel (attention_decode_mma.cu), whole GQA groups up to 16.
+  const bool mma = partial_mma_supported(cache, q, head_stride, head_dim, vector);
   // Query heads per block: the whole GQA group (up to 16) while the shared memory stays within 48 KB.
   const int group = heads / kv_heads;
   int group_chunk = group < kMaxGroup ? group : kMaxGroup;
-  while (group_chunk > 1 && partial_shared_floats(group_chunk, tile, head_dim) * sizeof(float) > kSharedLimit) {
+  while (!mma && group_chunk > 1 &&
+         partial_shared_floats(group_chunk, tile, head_dim) * sizeof(float) > kSharedLimit) {
     group_chunk = (group_chunk + 1) / 2;
   }
   const size_t shared = partial_shared_floats(group_chunk, tile, head_dim) * sizeof(float);
@@ -482,7 +469,9 @@ void launch_attention_decode(const KvPages& cache, const float* q, const float* 
                 group_chunk, lanes, tile, splits, inputs_final_at_launch, workspace,
                 workspace + static_cast<size_t>(rows) * heads * splits * head_dim};
   const dim3 grid(splits, kv_heads * chunks_per_kv, rows);
-  if (cache.bf16) {
+  if (mma) {
+    launch_partial_mma(a, grid, stream);
+  } else if (cache.bf16) {
     if (vector) {
       launch_partial_d<true, 8>(d, a, grid, shared, stream);
     } else {
