@@ -5,7 +5,9 @@
 // decode step (inputs final at launch, a selection list). `attention_phase_probe 1024`: a selection of every token
 // of a 1024-token context (the guess stands); `attention_phase_probe 32768`: 2048 selected tokens of 32768 (32
 // blocks of 64). Prints the last launch's steps from the partial kernel's first block entry: min / median / max.
-//   partial: 0 entry, 1 after the wait, 2 first tile's K/V in registers (issued), 3 scores (barrier),
+// Since session 20 these bf16 pages take the tensor-core partial kernel (attention_decode_mma.cu), which has no
+// stamps: then the per-launch time and the combine's steps (from its own first entry) are what it prints.
+//   partial (the CUDA-core kernel): 0 entry, 1 after the wait, 2 first tile's K/V in registers (issued), 3 scores (barrier),
 //            4 softmax (barrier), 5 P V done (barrier; the last tile's), 6 end
 //   combine: 0 entry, 1 after the wait, 2 split weights (barrier), 3 end
 // Build (links the library for the launch helpers):
@@ -130,7 +132,14 @@ int main(int argc, char** argv) {
   for (int blk = 0; blk < partial_blocks; ++blk) {
     if (host[0][blk][0] != 0) t0 = std::min(t0, host[0][blk][0]);
   }
-  print_phases("partial", host[0], partial_blocks, 7, t0);
+  if (t0 == ~0ull) {  // the tensor-core partial kernel (bf16 pages, attention_decode_mma.cu) has no stamps
+    std::printf("partial: the tensor-core kernel (no stamps); combine steps from its first block's entry\n");
+    for (int blk = 0; blk < combine_blocks; ++blk) {
+      if (host[1][blk][0] != 0) t0 = std::min(t0, host[1][blk][0]);
+    }
+  } else {
+    print_phases("partial", host[0], partial_blocks, 7, t0);
+  }
   print_phases("combine", host[1], combine_blocks, 4, t0);
   return 0;
 }
