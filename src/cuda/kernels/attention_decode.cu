@@ -39,7 +39,8 @@ __device__ __forceinline__ float load_cache(const void* base, size_t index) {
   }
 }
 
-// Flash-decoding. Partial kernel: block (split, kv head x head chunk, row) takes one contiguous slice of
+// Flash-decoding. With bf16 pages of the usual shapes the partial kernel is attention_decode_mma.cu's (tensor
+// cores); this CUDA-core one takes fp32 pages and the rest. Partial kernel: block (split, kv head x head chunk, row) takes one contiguous slice of
 // the row's token list (the count is read on the device, so every split derives its own range; a split past
 // the end writes neutral stats) and serves up to kMaxGroup query heads of one KV head from each K/V load.
 // A tile of `tile` tokens: `lanes` threads per token, each loading its Vec-element chunks of K (kept in

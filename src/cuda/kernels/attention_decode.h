@@ -71,7 +71,8 @@ void launch_attention_decode_prep(const DecodePrep& prep, cudaStream_t stream);
 // Flash-decoding: each (row, KV head) splits its token list over a fixed number of blocks chosen here from
 // rows * heads (the count is read on the device, so a captured graph replays at any length); each block
 // serves all query heads of its GQA group from one K/V load (16-byte loads when head_dim is a multiple of 8
-// for bf16 pages, 4 for fp32, and the pools are 16-byte aligned), then a second kernel merges the splits.
+// for bf16 pages, 4 for fp32, and the pools are 16-byte aligned; with bf16 pages, head_dim a multiple of 16 up
+// to 256 and 16-byte aligned queries, on tensor cores), then a second kernel merges the splits.
 // workspace: fp32 scratch of attention_decode_workspace_floats(rows, heads, head_dim) elements (any
 // contents; only read after this call's own writes).
 // inputs_final_at_launch: q, positions and the K/V pages were written before the previous kernel in the stream,

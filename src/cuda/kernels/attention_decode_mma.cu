@@ -16,6 +16,7 @@ namespace imp::cuda::attention {
 namespace {
 
 constexpr int kThreads = 256, kWarps = kThreads / kWarp;
+constexpr int kMmaTile = 16;  // tokens per tile: the scores' two n8 tiles, P V's one k16 step
 constexpr int kRows = 16;  // query heads per block, padded to the MMA's M
 constexpr int kMaxHd = 256;
 constexpr int kChunksPerThread = kMmaTile * kMaxHd / 8 / kThreads;  // 16-byte K (and V) chunks of a tile per thread
@@ -273,8 +274,6 @@ bool partial_mma_supported(const KvPages& cache, const float* q, int head_stride
   return cache.bf16 && vector && head_dim % 16 == 0 && head_dim <= kMaxHd && head_stride % 4 == 0 &&
          reinterpret_cast<uintptr_t>(q) % 16 == 0;
 }
-
-size_t partial_mma_shared_bytes(int head_dim) { return shared_bytes(head_dim); }
 
 void launch_partial_mma(const PartialArgs& a, dim3 grid, cudaStream_t stream) {
   launch_kernel(attention_decode_partial_mma_kernel, grid, kThreads, shared_bytes(a.hd), stream, 1, a);

@@ -33,12 +33,10 @@ __host__ __device__ inline void split_range(int count, int splits, int split, in
   end = count < begin + per_split ? count : begin + per_split;
 }
 
-// The tensor-core partial kernel takes bf16 pages, head_dim a multiple of 16 up to 256, up to 16 query heads
-// per block and 16-byte aligned queries (head_stride a multiple of 4 floats); it works through tiles of
-// kMmaTile tokens.
-constexpr int kMmaTile = 16;
+// The tensor-core partial kernel takes bf16 pages (16-byte aligned: `vector`), head_dim a multiple of 16 up to
+// 256, up to 16 query heads per block and 16-byte aligned queries (head_stride a multiple of 4 floats); it works
+// through tiles of 16 tokens (a.tile and a.lanes are the CUDA-core kernel's and unused).
 bool partial_mma_supported(const KvPages& cache, const float* q, int head_stride, int head_dim, bool vector);
-size_t partial_mma_shared_bytes(int head_dim);
 void launch_partial_mma(const PartialArgs& a, dim3 grid, cudaStream_t stream);
 
 }  // namespace imp::cuda::attention
