@@ -1,14 +1,14 @@
 // Where does the decode attention's time go inside its two kernels (launch_attention_decode: the flash-decoding
-// partial kernel, then the combine)? Compiles attention_decode.cu with its IMP_PHASE_PROBE timestamps (thread 0 of
-// every block, %globaltimer) and runs 12 launches (the released model's attention layers) in one PDL graph at the
+// partial kernel, then the combine)? Compiles attention_decode.cu and attention_decode_mma.cu with their
+// IMP_PHASE_PROBE timestamps (thread 0 of every block, %globaltimer) and runs 12 launches (the released model's attention layers) in one PDL graph at the
 // released shape (24 query heads, 2 KV heads, head_dim 256, bf16 pages of 64 tokens), with the early loads of the
 // decode step (inputs final at launch, a selection list). `attention_phase_probe 1024`: a selection of every token
 // of a 1024-token context (the guess stands); `attention_phase_probe 32768`: 2048 selected tokens of 32768 (32
 // blocks of 64). Prints the last launch's steps from the partial kernel's first block entry: min / median / max.
-// Since session 20 these bf16 pages take the tensor-core partial kernel (attention_decode_mma.cu), which has no
-// stamps: then the per-launch time and the combine's steps (from its own first entry) are what it prints.
-//   partial (the CUDA-core kernel): 0 entry, 1 after the wait, 2 first tile's K/V in registers (issued), 3 scores (barrier),
-//            4 softmax (barrier), 5 P V done (barrier; the last tile's), 6 end
+// Since session 20 these bf16 pages take the tensor-core partial kernel (attention_decode_mma.cu, compiled here too).
+//   partial: 0 entry, 1 after the wait, 2 first tile's K/V in registers (issued; the tensor-core kernel: in shared
+//            memory, after its barrier), 3 scores (barrier), 4 softmax (barrier), 5 P V done (barrier; the last
+//            tile's), 6 end
 //   combine: 0 entry, 1 after the wait, 2 split weights (barrier), 3 end
 // Build (links the library for the launch helpers):
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Isrc \
@@ -16,6 +16,7 @@
 //     -o build/exp/attention_phase_probe
 #define IMP_PHASE_PROBE 1
 #include "cuda/kernels/attention_decode.cu"
+#include "cuda/kernels/attention_decode_mma.cu"
 
 #include <algorithm>
 #include <cstdio>
@@ -116,7 +117,7 @@ int main(int argc, char** argv) {
   IMP_CUDA_CHECK(cudaEventCreate(&b));
   IMP_CUDA_CHECK(cudaMemset(d_out.data(), 0, d_out.size() * sizeof(float)));
   static unsigned long long zero[2][512][8];
-  IMP_CUDA_CHECK(cudaMemcpyToSymbol(imp::cuda::g_attention_phase, zero, sizeof(zero)));
+  IMP_CUDA_CHECK(cudaMemcpyToSymbol(imp::cuda::attention::g_attention_phase, zero, sizeof(zero)));
   IMP_CUDA_CHECK(cudaEventRecord(a, stream));
   IMP_CUDA_CHECK(cudaGraphLaunch(exec, stream));
   IMP_CUDA_CHECK(cudaEventRecord(b, stream));
@@ -126,20 +127,13 @@ int main(int argc, char** argv) {
   std::printf("context %d, %d selected: %d launches, %.1f us per launch (partial + combine)\n", context, selected_count,
               layers, ms * 1000.0f / layers);
   static unsigned long long host[2][512][8];
-  IMP_CUDA_CHECK(cudaMemcpyFromSymbol(host, imp::cuda::g_attention_phase, sizeof(host)));
+  IMP_CUDA_CHECK(cudaMemcpyFromSymbol(host, imp::cuda::attention::g_attention_phase, sizeof(host)));
   const int partial_blocks = 132, combine_blocks = (hd / 64) * heads;
   unsigned long long t0 = ~0ull;
   for (int blk = 0; blk < partial_blocks; ++blk) {
     if (host[0][blk][0] != 0) t0 = std::min(t0, host[0][blk][0]);
   }
-  if (t0 == ~0ull) {  // the tensor-core partial kernel (bf16 pages, attention_decode_mma.cu) has no stamps
-    std::printf("partial: the tensor-core kernel (no stamps); combine steps from its first block's entry\n");
-    for (int blk = 0; blk < combine_blocks; ++blk) {
-      if (host[1][blk][0] != 0) t0 = std::min(t0, host[1][blk][0]);
-    }
-  } else {
-    print_phases("partial", host[0], partial_blocks, 7, t0);
-  }
+  print_phases("partial", host[0], partial_blocks, 7, t0);
   print_phases("combine", host[1], combine_blocks, 4, t0);
   return 0;
 }

@@ -1,5 +1,6 @@
 #include "cuda/kernels/attention_decode.h"
 #include "cuda/kernels/attention_decode_partial.h"
+#include "cuda/kernels/attention_phase.cuh"
 
 #include <cfloat>
 
@@ -15,20 +16,6 @@ namespace imp::cuda {
 namespace {
 
 using namespace attention;
-
-// Per-block timestamps of the decode partial (kernel 0) and combine (kernel 1) kernels for
-// bench/experiments/attention_phase_probe.cu, which compiles this file with IMP_PHASE_PROBE; no-ops otherwise.
-#ifdef IMP_PHASE_PROBE
-__device__ unsigned long long g_attention_phase[2][512][8];
-__device__ __forceinline__ void phase(int kernel, int i) {
-  if (threadIdx.x != 0) return;
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  g_attention_phase[kernel][(blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x][i] = t;
-}
-#else
-__device__ __forceinline__ void phase(int, int) {}
-#endif
 
 template <bool Bf16>
 __device__ __forceinline__ float load_cache(const void* base, size_t index) {

@@ -4,6 +4,7 @@
 // head and token, Nsight Compute, session 20); here a tile is a few MMAs per warp. fp32-grade inputs: the
 // queries and the probabilities enter as two bf16 terms each (hi + lo, ~2^-17 relative), the pages are bf16.
 #include "cuda/kernels/attention_decode_partial.h"
+#include "cuda/kernels/attention_phase.cuh"
 
 #include <cfloat>
 
@@ -122,6 +123,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_mma_kernel(
     }
   };
 
+  phase(0, 0);
   if (!a.early) pdl_begin();
   const int visible = a.positions[row] + 1;
   load_queries();
@@ -134,6 +136,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_mma_kernel(
     }
     pdl_begin();
   }
+  phase(0, 1);
   const int count = a.selected ? a.selected_count[row] : visible;
   if (count != visible) preloaded = -1;  // a real selection: its tiles are loaded in the loop
   split_range(count, a.splits, split, kMmaTile, begin, end);
@@ -167,6 +170,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_mma_kernel(
     if (start != preloaded) load_tile(start, valid, count, visible);
     store_tile();
     __syncthreads();  // the tile (and, the first time, the queries and stats) in place
+    phase(0, 2);
 
     // Scores: warp w takes the k16 steps w, w + 8, ... of both n8 tiles (tokens 0-7, 8-15).
     float s_acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
@@ -197,6 +201,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_mma_kernel(
       p_s[r * kMmaTile + t] = s * scale;
     }
     __syncthreads();
+    phase(0, 3);
 
     // Online softmax per head (a warp per head, a lane per token): p_s becomes exp(score - m_new), 0 past `valid`.
     for (int h = warp; h < gn; h += kWarps) {
@@ -214,6 +219,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_mma_kernel(
       }
     }
     __syncthreads();
+    phase(0, 4);
 
     // P V: A = P (heads x the tile's 16 tokens) as hi + lo, B = V^T by transposed ldmatrix; warp w takes the
     // column pairs w, w + 8, ... Rows >= gn have p = 0 (zero queries score 0, and softmax leaves them alone).
@@ -243,6 +249,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_mma_kernel(
       mma_16816(o[pi][1], pl4, b[2], b[3]);
     }
     __syncthreads();  // k_s, v_s, p_s and corr_s are rewritten by the next tile
+    phase(0, 5);
   }
 
 #pragma unroll
@@ -266,6 +273,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_mma_kernel(
     a.partial_stats[2 * (part0 + static_cast<size_t>(tid) * a.splits)] = m_s[tid];
     a.partial_stats[2 * (part0 + static_cast<size_t>(tid) * a.splits) + 1] = l_s[tid];
   }
+  phase(0, 6);
 }
 
 }  // namespace
