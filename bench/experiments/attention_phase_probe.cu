@@ -1,7 +1,8 @@
 // Where does the decode attention's time go inside its two kernels (launch_attention_decode: the flash-decoding
 // partial kernel, then the combine)? Compiles attention_decode.cu and attention_decode_mma.cu with their
-// IMP_PHASE_PROBE timestamps (thread 0 of every block, %globaltimer) and runs 12 launches (the released model's attention layers) in one PDL graph at the
-// released shape (24 query heads, 2 KV heads, head_dim 256, bf16 pages of 64 tokens), with the early loads of the
+// IMP_PHASE_PROBE timestamps (thread 0 of every block, %globaltimer) and runs 12 launches (the released model's
+// attention layers) in one PDL graph at the released shape (24 query heads, 2 KV heads, head_dim 256, bf16 pages of
+// 64 tokens), with the early loads of the
 // decode step (inputs final at launch, a selection list). `attention_phase_probe 1024`: a selection of every token
 // of a 1024-token context (the guess stands); `attention_phase_probe 32768`: 2048 selected tokens of 32768 (32
 // blocks of 64). Prints the last launch's steps from the partial kernel's first block entry: min / median / max.
