@@ -43,11 +43,6 @@ constexpr int kMaxSplits = 128;
 constexpr int kCombineThreads = 64;
 constexpr size_t kSharedLimit = 48 * 1024;
 
-__device__ __forceinline__ float warp_max(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return v;
-}
-
 // Vec consecutive elements at `at` as floats: one 16-byte load (bf16 x 8 or fp32 x 4) or scalars (Vec 1).
 template <bool Bf16, int Vec>
 __device__ __forceinline__ void load_chunk(const void* base, size_t at, float* out) {

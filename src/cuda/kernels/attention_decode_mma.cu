@@ -42,11 +42,6 @@ __device__ __forceinline__ void split_pair(float2 v, uint32_t& hi, uint32_t& lo)
   lo = pack_bf16x2(v.x - hf.x, v.y - hf.y);
 }
 
-__device__ __forceinline__ float warp_max(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(kFull, v, offset));
-  return v;
-}
-
 // Block (split, KV head x head chunk, row), as attention_decode_partial_kernel: the same token ranges (tiles of
 // kMmaTile), the same early loads (queries and the first tile guessed to be every visible token, before the PDL
 // wait, kept when the count says so), the same partials.
