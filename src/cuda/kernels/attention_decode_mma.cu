@@ -12,6 +12,7 @@
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/kv_pages.cuh"
 #include "cuda/kernels/prefill_common.cuh"
+#include "cuda/kernels/split_bf16_mma.cuh"
 
 namespace imp::cuda::attention {
 namespace {
@@ -32,14 +33,6 @@ __host__ __device__ constexpr int row_elems(int hd) { return hd + 8; }
 __host__ __device__ constexpr size_t shared_bytes(int hd) {
   return static_cast<size_t>(2 * kRows + 2 * kMmaTile) * row_elems(hd) * 2 +
          static_cast<size_t>(kWarps + 1) * kRows * kMmaTile * sizeof(float);
-}
-
-// hi + lo of two floats as bf16x2 words.
-__device__ __forceinline__ void split_pair(float2 v, uint32_t& hi, uint32_t& lo) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(v.x, v.y);
-  const float2 hf = __bfloat1622float2(h);
-  hi = *reinterpret_cast<const uint32_t*>(&h);
-  lo = pack_bf16x2(v.x - hf.x, v.y - hf.y);
 }
 
 // Block (split, KV head x head chunk, row), as attention_decode_partial_kernel: the same token ranges (tiles of
@@ -219,10 +212,10 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_mma_kernel(
     // P V: A = P (heads x the tile's 16 tokens) as hi + lo, B = V^T by transposed ldmatrix; warp w takes the
     // column pairs w, w + 8, ... Rows >= gn have p = 0 (zero queries score 0, and softmax leaves them alone).
     uint32_t ph4[4], pl4[4];
-    split_pair(*reinterpret_cast<const float2*>(p_s + g * kMmaTile + 2 * c), ph4[0], pl4[0]);
-    split_pair(*reinterpret_cast<const float2*>(p_s + (g + 8) * kMmaTile + 2 * c), ph4[1], pl4[1]);
-    split_pair(*reinterpret_cast<const float2*>(p_s + g * kMmaTile + 2 * c + 8), ph4[2], pl4[2]);
-    split_pair(*reinterpret_cast<const float2*>(p_s + (g + 8) * kMmaTile + 2 * c + 8), ph4[3], pl4[3]);
+    split_bf16_mma::split_bf16(*reinterpret_cast<const float2*>(p_s + g * kMmaTile + 2 * c), ph4[0], pl4[0]);
+    split_bf16_mma::split_bf16(*reinterpret_cast<const float2*>(p_s + (g + 8) * kMmaTile + 2 * c), ph4[1], pl4[1]);
+    split_bf16_mma::split_bf16(*reinterpret_cast<const float2*>(p_s + g * kMmaTile + 2 * c + 8), ph4[2], pl4[2]);
+    split_bf16_mma::split_bf16(*reinterpret_cast<const float2*>(p_s + (g + 8) * kMmaTile + 2 * c + 8), ph4[3], pl4[3]);
     const float corr_lo = corr_s[g], corr_hi = corr_s[g + 8];
 #pragma unroll
     for (int pi = 0; pi < kMaxPairs; ++pi) {
