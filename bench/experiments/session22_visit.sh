@@ -10,12 +10,12 @@
 #   qpre = session22_qsa_score_keys_before_wait.patch: the score kernel (5.8 us on the critical path at 32K) loads
 #          the position and its first batch of block keys before its PDL wait (final at launch: the prep kernel
 #          before it triggers after its own wait), the query and the newest key (prep may write it) after.
-#   qboth = session22_qsa_score_and_select_combined.patch: both (tests and memcheck run on this one).
+#   qboth = both patches (tests and memcheck run on this one).
 # Build here first:
 #   bench/tools/build_variant.sh - head
 #   bench/tools/build_variant.sh bench/experiments/session22_qsa_select_keys_in_registers.patch qreg
 #   bench/tools/build_variant.sh bench/experiments/session22_qsa_score_keys_before_wait.patch qpre
-#   bench/tools/build_variant.sh bench/experiments/session22_qsa_score_and_select_combined.patch qboth
+#   bench/tools/build_variant.sh bench/experiments/session22_qsa_select_keys_in_registers.patch+bench/experiments/session22_qsa_score_keys_before_wait.patch qboth
 # Carry build/carry.tar.xz (build/exp/imp_{head,qreg,qpre,qboth}, build/exp/imp_gpu_tests_qboth, build/cuda/bin/lib).
 set -uo pipefail
 out=${OUT:-/tmp/imp_out}; mkdir -p "$out"
