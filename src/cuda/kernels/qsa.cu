@@ -87,22 +87,45 @@ __device__ __forceinline__ void score_blocks(const float (&q)[kMaxIndexHeads][kK
 }
 
 // Scores, spread over the grid: one warp per block key (warp-strided over every warp of the grid: 8 keys per
-// warp, one batch, at 32K context), queries in registers.
+// warp, one batch, at 32K context), queries in registers. The prep kernel before this one lets it launch only after
+// its own PDL wait, so the position and every block key but the newest (which prep writes when this token
+// completes a block) are final at launch: the first batch of keys is loaded before the wait, the query and the
+// newest key after it.
 __global__ void __launch_bounds__(kScoreThreads) qsa_score_kernel(const float* queries, int heads, int dim,
                                                                   const float* block_keys, const int32_t* positions,
                                                                   int ratio, int block_topk, float* scores) {
-  pdl_begin();
   const int blocks = (positions[0] + 1) / ratio;
-  if (blocks <= block_topk) return;  // every block is kept: the selection reads no score
   const int lane = threadIdx.x % kWarp;
   const int warps = gridDim.x * (kScoreThreads / kWarp);
+  const int first = blockIdx.x * (kScoreThreads / kWarp) + static_cast<int>(threadIdx.x) / kWarp;
+  float key[kScoreBatch][kKeyLanes];
+  const bool scoring = blocks > block_topk;  // else every block is kept: the selection reads no score
+#pragma unroll
+  for (int u = 0; u < kScoreBatch; ++u) {
+    const int b = first + u * warps;
+    if (scoring && b < blocks - 1) load_lanes(block_keys + static_cast<size_t>(b) * dim, dim, lane, key[u]);
+  }
+  pdl_wait();  // every thread, so the kernels after this one still find every earlier kernel complete
+  pdl_trigger();
+  if (!scoring) return;
   const float inv_sqrt_dim = rsqrtf(static_cast<float>(dim));
   float q[kMaxIndexHeads][kKeyLanes];
   load_query_lanes(queries, heads, dim, lane, q);
-  score_blocks(q, heads, dim, block_keys, blockIdx.x * (kScoreThreads / kWarp) + static_cast<int>(threadIdx.x) / kWarp,
-               warps, blocks, lane, [&](int b, float score) {
-                 if (lane == 0) scores[b] = score * inv_sqrt_dim;
-               });
+  auto store = [&](int b, float score) {
+    if (lane == 0) scores[b] = score * inv_sqrt_dim;
+  };
+#pragma unroll
+  for (int u = 0; u < kScoreBatch; ++u) {
+    const int b = first + u * warps;
+    if (b == blocks - 1) load_lanes(block_keys + static_cast<size_t>(b) * dim, dim, lane, key[u]);
+  }
+#pragma unroll
+  for (int u = 0; u < kScoreBatch; ++u) {
+    const int b = first + u * warps;
+    if (b >= blocks) break;
+    store(b, block_score(q, heads, dim, key[u], lane));
+  }
+  score_blocks(q, heads, dim, block_keys, first + kScoreBatch * warps, warps, blocks, lane, store);  // longer contexts
 }
 
 // kVec floats at p (16-byte aligned for kVec = 4).
