@@ -51,12 +51,19 @@ void pack_projection(const SlotProjection& p, const uint8_t* codes, const uint8_
       uint8_t* block = out_codes + (static_cast<uint64_t>(s) * supertiles + st) * 512;
       for (int lane = 0; lane < 32; ++lane) {
         for (int q = 0; q < 4; ++q) {
+          uint32_t word = 0;
           for (int j = 0; j < 4; ++j) {
             const uint64_t row = 16ull * s + lane / 4 + 8 * (j & 1);
             const uint64_t k = 64ull * st + 16 * q + 2 * (lane % 4) + 8 * (j >> 1);
             const bool inside = row < static_cast<uint64_t>(p.real_rows) && k < static_cast<uint64_t>(p.real_cols);
-            block[lane * 16 + q * 4 + j] = inside ? codes[row * row_bytes + k / 2] : 0;
+            const uint32_t byte = inside ? codes[row * row_bytes + k / 2] : 0;
+            for (int half = 0; half < 2; ++half) {
+              for (int bit = 0; bit < 4; ++bit) {
+                if ((byte >> (4 * half + bit)) & 1u) word |= 1u << code_bit_position(j, half, bit);
+              }
+            }
           }
+          for (int b = 0; b < 4; ++b) block[lane * 16 + q * 4 + b] = static_cast<uint8_t>(word >> (8 * b));
         }
       }
       uint8_t* block_scales = out_scales + (static_cast<uint64_t>(s) * supertiles + st) * 64;

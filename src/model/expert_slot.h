@@ -6,11 +6,19 @@
 //
 // A projection W [N, K] (N % 16 == 0, K % 64 == 0) is cut into strips of 16 rows and supertiles of 64
 // inputs. Codes: strip-major, 512 bytes per (strip, supertile); lane t of a warp reads its 16 bytes at
-// t * 16: for tile q (16 inputs) and register j, byte t*16 + q*4 + j is the checkpoint byte (two E2M1
-// values, even k in the low nibble) at row 16*strip + t/4 + 8*(j & 1), inputs
-// 64*st + 16*q + 2*(t%4) + 8*(j >> 1) and the next one: exactly the A fragment of mma.m16n8k16.
-// Scales: 64 bytes per (strip, supertile), byte r*4 + q = E4M3 scale of row 16*strip + r, tile q.
-// Packing permutes bytes only; the values are bit-identical to the checkpoint's.
+// t * 16: for tile q (16 inputs), the 32-bit word at t*16 + q*4 (little-endian) holds the four checkpoint bytes
+// (two E2M1 values each, even k in the low nibble) of registers j = 0..3 of the A fragment of mma.m16n8k16:
+// row 16*strip + t/4 + 8*(j & 1), inputs 64*st + 16*q + 2*(t%4) + 8*(j >> 1) and the next one. The word's
+// 32 bits are a permutation of those bytes' bits, so that the kernels decode it with rotations and masks (9
+// integer instructions for eight values instead of 15 with byte tables): register j (low half = the even
+// input's value, high half = the odd one's) is
+//   rotl(w, kCodeRotation<j>) & kCodeTargetMask                         for j = 0, 1, 2,
+//   (rotl(w, kCodeRotation3) & kCodeTargetMask & ~kCodeLateBits) | (rotl(w, kCodeLateRotation) & kCodeLateBits)   for j = 3,
+// which puts each code's magnitude bits (e1 e0 m) at bits 8..6 of its bf16 half and its sign at bit 15: the bf16
+// bits of the value times 2^-126, exactly (codes with e = 0 become bf16 subnormals). No rotation of the
+// target pattern tiles a word four times, hence register 3's two rotations (found by exhaustive search).
+// code_bit_position gives the place of each bit. Scales: 64 bytes per (strip, supertile), byte r*4 + q = E4M3
+// scale of row 16*strip + r, tile q. Packing permutes bits only; the values are the checkpoint's.
 // Shapes that are not multiples of the tiles (tiny test models) are padded in the slot: rows to 16 and
 // inputs to 64, with zero codes and zero scales, which contribute exactly nothing.
 // BF16 experts (checkpoints without NVFP4, e.g. the golden fixtures) use the same slots with each
@@ -52,6 +60,22 @@ struct ExpertSlotLayout {
   // Throws imp::Error (from the .cpp) when H or I is not a multiple of 16 (NVFP4 scale blocks) or 8 (BF16).
   static ExpertSlotLayout make(int32_t hidden, int32_t intermediate, SlotFormat format = SlotFormat::kNvfp4);
 };
+
+// The code bit layout inside a packed word (see the top of this file).
+constexpr uint32_t kCodeTargetMask = 0x81C081C0u;  // bits 6-8 and 15 of both bf16 halves
+constexpr uint32_t kCodeLateBits = 0x01000100u;    // register 3's bits 8 and 24 come from the second rotation
+// Rotations of registers 0-3 (scalars: device code reads them), and register 3's second one.
+constexpr int kCodeRotation0 = 0, kCodeRotation1 = 4, kCodeRotation2 = 10, kCodeRotation3 = 6, kCodeLateRotation = 14;
+
+// The bit of a packed word that holds bit `bit` (0 = m, 1 = e0, 2 = e1, 3 = sign) of the code in register
+// `reg`'s half `half` (0 = even input).
+constexpr int code_bit_position(int reg, int half, int bit) {
+  const int target = 16 * half + (bit == 3 ? 15 : 6 + bit);
+  const bool late = reg == 3 && ((kCodeLateBits >> target) & 1u) != 0;
+  const int rotation = late ? kCodeLateRotation
+                            : reg == 0 ? kCodeRotation0 : reg == 1 ? kCodeRotation1 : reg == 2 ? kCodeRotation2 : kCodeRotation3;
+  return (target - rotation + 32) % 32;
+}
 
 // Per-slot fp32 weight_scale_2 of gate, up and down.
 struct SlotScales {

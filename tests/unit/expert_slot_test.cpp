@@ -1,6 +1,9 @@
-// The expert slot format: packing is a byte permutation into mma.m16n8k16 A-fragment order.
+// The expert slot format: packing is a bit permutation into mma.m16n8k16 A-fragment order that the kernels'
+// rotate-and-mask decode turns into the checkpoint's values (times 2^-126).
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <vector>
@@ -58,39 +61,72 @@ TEST(ExpertSlot, Bf16SlotsHoldRowMajorWeights) {
   EXPECT_THROW(ExpertSlotLayout::make(36, 8, SlotFormat::kBf16), Error);
 }
 
-TEST(ExpertSlot, PackingIsAPermutationInFragmentOrder) {
+// The kernels' decode of one packed word (fp_codes.cuh, decode_e2m1x8), on the host: register j of the A fragment.
+uint32_t rotl(uint32_t w, int d) { return d == 0 ? w : (w << d) | (w >> (32 - d)); }
+std::array<uint32_t, 4> decode_word(uint32_t w) {
+  return {rotl(w, kCodeRotation0) & kCodeTargetMask, rotl(w, kCodeRotation1) & kCodeTargetMask,
+          rotl(w, kCodeRotation2) & kCodeTargetMask,
+          (rotl(w, kCodeRotation3) & kCodeTargetMask & ~kCodeLateBits) | (rotl(w, kCodeLateRotation) & kCodeLateBits)};
+}
+
+// E2M1 by its definition (sign, 2-bit exponent with bias 1, 1-bit mantissa).
+float e2m1_value(int code) {
+  static constexpr float kMagnitudes[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  return (code & 8) ? -kMagnitudes[code & 7] : kMagnitudes[code & 7];
+}
+
+float bf16_value(uint32_t bits) {
+  const uint32_t f = bits << 16;
+  float v;
+  std::memcpy(&v, &f, 4);
+  return v;
+}
+
+TEST(ExpertSlot, PackedWordsDecodeToTheFragmentValues) {
   const ExpertSlotLayout l = ExpertSlotLayout::make(128, 64);
   const SlotProjection& p = l.down;  // [128, 64]: 8 strips x 1 supertile
   std::vector<uint8_t> codes(p.code_bytes()), scales(p.scale_bytes());
   for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 7 + i / 256);
-  std::vector<uint8_t> slot(l.slot_bytes, 0xEE);
   for (size_t i = 0; i < scales.size(); ++i) scales[i] = static_cast<uint8_t>(i);
+  std::vector<uint8_t> slot(l.slot_bytes, 0xEE);
   pack_projection(p, codes.data(), scales.data(), slot.data());
   const uint8_t* out = slot.data() + p.codes;
-  // Strip 1, lane 5 (row group 1, column pair 2), tile 2, register 3 (row +8, input +8):
-  // row 16 + 1 + 8 = 25, input 16*2 + 2*1 + 8 = 42 -> checkpoint byte 25 * 32 + 21.
-  EXPECT_EQ(out[512 * 1 + 5 * 16 + 2 * 4 + 3], codes[25 * 32 + 21]);
-  // Strip 0, lane 0, tile 0, register 0: row 0, inputs 0-1.
-  EXPECT_EQ(out[0], codes[0]);
+  // Every value of the fragment: strip s, lane t, tile q, register j, half h is row 16 s + t/4 + 8 (j & 1),
+  // input 16 q + 2 (t % 4) + 8 (j >> 1) + h, and decodes to that checkpoint value times 2^-126.
+  std::set<std::pair<int, int>> seen;
+  for (int s = 0; s < 8; ++s) {
+    for (int t = 0; t < 32; ++t) {
+      for (int q = 0; q < 4; ++q) {
+        uint32_t w;
+        std::memcpy(&w, out + 512 * s + 16 * t + 4 * q, 4);
+        const std::array<uint32_t, 4> regs = decode_word(w);
+        for (int j = 0; j < 4; ++j) {
+          for (int h = 0; h < 2; ++h) {
+            const int row = 16 * s + t / 4 + 8 * (j & 1), k = 16 * q + 2 * (t % 4) + 8 * (j >> 1) + h;
+            const int code = (codes[row * 32 + k / 2] >> (4 * (k % 2))) & 15;
+            const float got = bf16_value(regs[j] >> (16 * h) & 0xffffu);
+            EXPECT_EQ(got, std::ldexp(e2m1_value(code), -126)) << "row " << row << " input " << k;
+            EXPECT_EQ(std::signbit(got), (code & 8) != 0) << "row " << row << " input " << k;
+            seen.insert({row, k});
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(seen.size(), 128u * 64u);  // every checkpoint value once
+  // Every code in every place: a word of eight equal codes decodes to eight equal values.
+  for (int code = 0; code < 16; ++code) {
+    std::vector<uint8_t> same(codes.size(), static_cast<uint8_t>(code | code << 4));
+    pack_projection(p, same.data(), scales.data(), slot.data());
+    uint32_t w;
+    std::memcpy(&w, out + 512 * 3 + 16 * 9 + 4 * 2, 4);
+    for (uint32_t reg : decode_word(w)) {
+      EXPECT_EQ(reg & 0xffffu, reg >> 16);
+      EXPECT_EQ(bf16_value(reg & 0xffffu), std::ldexp(e2m1_value(code), -126)) << "code " << code;
+    }
+  }
   // Scales: strip 3, row 7, tile 2 -> checkpoint scale row 55, block 2.
   EXPECT_EQ(slot[p.scales + 64 * 3 + 7 * 4 + 2], scales[55 * 4 + 2]);
-
-  // Every checkpoint byte lands exactly once: mark 256 bytes at a time with distinct values and a mask.
-  for (size_t i = 0; i < codes.size(); i += 256) {
-    std::vector<uint8_t> marked(codes.size(), 0);
-    for (size_t j = i; j < i + 256; ++j) marked[j] = static_cast<uint8_t>(j - i);
-    std::vector<uint8_t> packed(l.slot_bytes, 0);
-    std::vector<uint8_t> is_marked(codes.size(), 0);
-    for (size_t j = i; j < i + 256; ++j) is_marked[j] = 1;
-    std::vector<uint8_t> packed_mask(l.slot_bytes, 0);
-    pack_projection(p, marked.data(), scales.data(), packed.data());
-    pack_projection(p, is_marked.data(), scales.data(), packed_mask.data());
-    std::set<int> values;
-    for (uint64_t b = 0; b < p.code_bytes(); ++b) {
-      if (packed_mask[p.codes + b]) values.insert(packed[p.codes + b]);
-    }
-    EXPECT_EQ(values.size(), 256u) << "block " << i;
-  }
 }
 
 }  // namespace

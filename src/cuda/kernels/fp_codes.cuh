@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "model/expert_slot.h"
+
 namespace imp::cuda {
 
 // FP4 E2M1 nibble -> float: bit 3 sign, then exponent (2 bits, bias 1) and mantissa (1 bit).
@@ -25,24 +27,21 @@ __device__ __forceinline__ float e4m3_to_float(uint32_t byte) {
 
 __device__ __forceinline__ float bf16_bits_to_float(uint32_t bits) { return __uint_as_float(bits << 16); }
 
-// Eight E2M1 values (four bytes, two per byte with the even input in the low nibble) to four bf16x2
-// registers, exactly, in 15 integer instructions: magnitudes index two 8-entry byte tables (the high and low
-// byte of each bf16) with byte permutes, and the sign bits are merged into the high-byte results with one byte
-// permute per four values (byte i of `sa` has the sign of nibble i in its top bit: y = w << 4 brings the even
-// nibbles' signs to the top of each byte).
+// One packed code word (eight E2M1 values, bit layout in model/expert_slot.h) to the four bf16x2 registers of
+// an A fragment, each value times 2^-126 exactly, in 9 integer instructions (rotations and masks). Callers lift
+// the other operand (kCodeLift) or the scale (nvfp4 prefill) so that no product leaves the normal range.
 __device__ __forceinline__ void decode_e2m1x8(uint32_t w, uint32_t (&out)[4]) {
-  constexpr uint32_t kHighLo = 0x3F3F3F00u, kHighHi = 0x40404040u;  // bf16 high bytes of 0,.5,1,1.5 | 2,3,4,6
-  constexpr uint32_t kLowLo = 0xC0800000u, kLowHi = 0xC0804000u;     // bf16 low bytes
-  const uint32_t mag = w & 0x77777777u, mag_hi = mag >> 16, y = w << 4;
-  const uint32_t sa = __byte_perm(y, w, 0x5140), sb = __byte_perm(y, w, 0x7362);
-  const uint32_t h_a = __byte_perm(kHighLo, kHighHi, mag) | (sa & 0x80808080u);
-  const uint32_t h_b = __byte_perm(kHighLo, kHighHi, mag_hi) | (sb & 0x80808080u);
-  const uint32_t l_a = __byte_perm(kLowLo, kLowHi, mag), l_b = __byte_perm(kLowLo, kLowHi, mag_hi);
-  out[0] = __byte_perm(l_a, h_a, 0x5140);
-  out[1] = __byte_perm(l_a, h_a, 0x7362);
-  out[2] = __byte_perm(l_b, h_b, 0x5140);
-  out[3] = __byte_perm(l_b, h_b, 0x7362);
+  using namespace model;
+  out[0] = __funnelshift_l(w, w, kCodeRotation0) & kCodeTargetMask;
+  out[1] = __funnelshift_l(w, w, kCodeRotation1) & kCodeTargetMask;
+  out[2] = __funnelshift_l(w, w, kCodeRotation2) & kCodeTargetMask;
+  out[3] = (__funnelshift_l(w, w, kCodeRotation3) & (kCodeTargetMask & ~kCodeLateBits)) |
+           (__funnelshift_l(w, w, kCodeLateRotation) & kCodeLateBits);
 }
+constexpr float kCodeScale = 0x1p-126f;  // decode_e2m1x8's factor
+// The decode GEMVs' inputs (bf16) times 2^64: products with decoded codes are then the true ones times 2^-62,
+// normal down to |code x| = 2^-64, and inputs stay finite up to |x| = 2^64.
+constexpr float kCodeLift = 0x1p64f;
 
 // Two E4M3 bytes (bits 0-7 and 8-15 of `bytes`) to floats times 2^-8, exactly: the E4M3 bits placed in an
 // fp16 keep their value up to 2^-8, subnormals included. The results have at most 4 significant bits, so they

@@ -110,8 +110,8 @@ __device__ __forceinline__ void down_strip_speculative(const uint8_t* pool, cons
   compute_units<1, kDownChunk>(xw, supertiles, stage, acc);
   const float r0 = quad_sum(acc[0][0]), r1 = quad_sum(acc[0][1]);
   if (lane % 4 == 0) {
-    partial[lane / 4] = r0 * route_weight * sd * kScaleFold;
-    partial[lane / 4 + 8] = r1 * route_weight * sd * kScaleFold;
+    partial[lane / 4] = r0 * route_weight * sd * kStripFold;
+    partial[lane / 4 + 8] = r1 * route_weight * sd * kStripFold;
   }
 }
 

@@ -123,12 +123,14 @@ __global__ void scatter_kernel(const int32_t* slots, int pairs, int32_t* cursor,
 }
 
 // NVFP4 A fragment of one 16-row strip, k16 step q of a 64-input supertile: E2M1 decoded and multiplied by the
-// E4M3 block scale (times 2^-8) in bf16, exactly. scales_row_g / _g8: the scale words of rows g and g + 8.
+// E4M3 block scale (times 2^-8) in bf16, exactly: the codes come times 2^-126 and the scale times 2^126 (at
+// most 1.75 * 2^126, finite in bf16). scales_row_g / _g8: the scale words of rows g and g + 8.
 __device__ __forceinline__ void nvfp4_fragment(uint32_t word, uint32_t scales_row_g, uint32_t scales_row_g8, int q,
                                                uint32_t (&a)[4]) {
   decode_e2m1x8(word, a);
   const float2 f = e4m3x2_to_float2_scaled(__byte_perm(scales_row_g, scales_row_g8, q | ((q + 4) << 4)));
-  const uint32_t s0 = pack_bf16x2(f.x, f.x), s1 = pack_bf16x2(f.y, f.y);
+  constexpr float kLift = 1.0f / kCodeScale;
+  const uint32_t s0 = pack_bf16x2(f.x * kLift, f.x * kLift), s1 = pack_bf16x2(f.y * kLift, f.y * kLift);
   a[0] = bf16x2_mul(a[0], s0);  // row g
   a[2] = bf16x2_mul(a[2], s0);
   a[1] = bf16x2_mul(a[1], s1);  // row g + 8

@@ -36,6 +36,10 @@ __device__ __forceinline__ void phase(int kernel, int i) {
 __device__ __forceinline__ void phase(int, int) {}
 #endif
 
+// What a strip's sums are multiplied by: the block scales' 2^-8 and the decoded codes' 2^-126 undone, the inputs'
+// lift taken out (2^70, exact).
+constexpr float kStripFold = kScaleFold / (kCodeScale * kCodeLift);
+
 // A unit: one (strip, supertile) of a projection, 512 bytes of codes and 64 of scales.
 constexpr int kUnitCodeBytes = 512, kUnitScaleBytes = 64;
 constexpr int kStageUnits = 10;  // per warp: 5760 bytes of weights in flight
@@ -117,8 +121,14 @@ __device__ __forceinline__ void compute_units(const uint32_t (&xw)[kChunk][2], i
   __syncwarp();  // the stage is reused by the next batch
 }
 
-// The bf16x2 input words of supertiles [st0, st0 + n) a lane feeds: inputs k0, k0 + 1 and k0 + 8, k0 + 9 of each
-// supertile (B rows 2c, 2c+1 and 2c+8, 2c+9 of tile q_fed), from bf16 words covering every supertile.
+// A bf16x2 input word times kCodeLift (exact: a power of two, no input reaches 2^64).
+__device__ __forceinline__ uint32_t lift_bf16x2(uint32_t word) {
+  const __nv_bfloat162 lifted = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&word), __float2bfloat162_rn(kCodeLift));
+  return *reinterpret_cast<const uint32_t*>(&lifted);
+}
+
+// The bf16x2 input words of supertiles [st0, st0 + n) a lane feeds, lifted: inputs k0, k0 + 1 and k0 + 8, k0 + 9 of
+// each supertile (B rows 2c, 2c+1 and 2c+8, 2c+9 of tile q_fed), from bf16 words covering every supertile.
 template <int kChunk>
 __device__ __forceinline__ void load_input_words(const uint32_t* words, int st0, int n, uint32_t (&xw)[kChunk][2]) {
   const int lane = threadIdx.x % kWarp, c = lane % 4, q_fed = lane / 8;
@@ -127,6 +137,11 @@ __device__ __forceinline__ void load_input_words(const uint32_t* words, int st0,
     const int k0 = 64 * (st0 + i) + 16 * q_fed + 2 * c;
     xw[i][0] = i < n ? words[k0 / 2] : 0u;
     xw[i][1] = i < n ? words[k0 / 2 + 4] : 0u;
+  }
+#pragma unroll
+  for (int i = 0; i < kChunk; ++i) {
+    xw[i][0] = lift_bf16x2(xw[i][0]);
+    xw[i][1] = lift_bf16x2(xw[i][1]);
   }
 }
 
@@ -204,9 +219,9 @@ __device__ __forceinline__ void gate_up_dot_bulk(const uint8_t* const (&codes)[2
     }
     uint32_t xw[kGateUpChunk][2];  // bf16 now (the weights are in flight): half the registers through the compute
 #pragma unroll
-    for (int i = 0; i < kGateUpChunk; ++i) {
-      xw[i][0] = pack_bf16x2(xf[i][0].x, xf[i][0].y);
-      xw[i][1] = pack_bf16x2(xf[i][1].x, xf[i][1].y);
+    for (int i = 0; i < kGateUpChunk; ++i) {  // lifted before rounding: the same bits as lift_bf16x2 after it
+      xw[i][0] = pack_bf16x2(xf[i][0].x * kCodeLift, xf[i][0].y * kCodeLift);
+      xw[i][1] = pack_bf16x2(xf[i][1].x * kCodeLift, xf[i][1].y * kCodeLift);
     }
     mbarrier_wait(bar, parity);
     compute_units<2, kGateUpChunk, false>(xw, n, stage, acc);
@@ -257,8 +272,8 @@ __device__ __forceinline__ void gate_up_strip(const uint8_t* pool, const model::
       gate += partial[w][0][threadIdx.x];
       up += partial[w][1][threadIdx.x];
     }
-    gate *= scale_gate * kScaleFold;
-    up *= scale_up * kScaleFold;
+    gate *= scale_gate * kStripFold;
+    up *= scale_up * kStripFold;
     const float h = gate / (1.0f + __expf(-gate)) * up;
     const __nv_bfloat16 hb = __float2bfloat16_rn(h);
     act_row[16 * strip + threadIdx.x] = *reinterpret_cast<const uint16_t*>(&hb);
@@ -283,8 +298,8 @@ __device__ __forceinline__ void down_strip(const uint8_t* pool, const model::Slo
   const float r0 = quad_sum(acc[0][0]), r1 = quad_sum(acc[0][1]);
   if (lane % 4 == 0) {
     const float sd = scales[slot].down;
-    partial[lane / 4] = r0 * route_weight * sd * kScaleFold;
-    partial[lane / 4 + 8] = r1 * route_weight * sd * kScaleFold;
+    partial[lane / 4] = r0 * route_weight * sd * kStripFold;
+    partial[lane / 4 + 8] = r1 * route_weight * sd * kStripFold;
   }
 }
 
