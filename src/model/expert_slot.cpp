@@ -71,7 +71,7 @@ void pack_projection(const SlotProjection& p, const uint8_t* codes, const uint8_
         for (int q = 0; q < 4; ++q) {
           const uint64_t row = 16ull * s + r, block = 4ull * st + q;
           const bool inside = row < static_cast<uint64_t>(p.real_rows) && block < row_scales;
-          block_scales[r * 4 + q] = inside ? scales[row * row_scales + block] : 0;
+          block_scales[scale_byte_offset(r, q)] = inside ? scales[row * row_scales + block] : 0;
         }
       }
     }

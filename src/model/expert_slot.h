@@ -17,8 +17,10 @@
 // which puts each code's magnitude bits (e1 e0 m) at bits 8..6 of its bf16 half and its sign at bit 15: the bf16
 // bits of the value times 2^-126, exactly (codes with e = 0 become bf16 subnormals). No rotation of the
 // target pattern tiles a word four times, hence register 3's two rotations (found by exhaustive search).
-// code_bit_position gives the place of each bit. Scales: 64 bytes per (strip, supertile), byte r*4 + q = E4M3
-// scale of row 16*strip + r, tile q. Packing permutes bits only; the values are the checkpoint's.
+// code_bit_position gives the place of each bit. Scales: 64 bytes per (strip, supertile), byte (g*4 + q)*2 + h
+// = E4M3 scale of row 16*strip + g + 8h, tile q (scale_byte_offset): the two scales lane t = 4g + c of the
+// decode kernels applies (rows g and g + 8, tile c) are one 16-bit word at 2t, converted by one instruction.
+// Packing permutes bits and bytes only; the values are the checkpoint's.
 // Shapes that are not multiples of the tiles (tiny test models) are padded in the slot: rows to 16 and
 // inputs to 64, with zero codes and zero scales, which contribute exactly nothing.
 // BF16 experts (checkpoints without NVFP4, e.g. the golden fixtures) use the same slots with each
@@ -76,6 +78,9 @@ constexpr int code_bit_position(int reg, int half, int bit) {
                             : reg == 0 ? kCodeRotation0 : reg == 1 ? kCodeRotation1 : reg == 2 ? kCodeRotation2 : kCodeRotation3;
   return (target - rotation + 32) % 32;
 }
+
+// The byte of a (strip, supertile) scale block that holds row r (0-15) of the strip, tile q (0-3).
+constexpr int scale_byte_offset(int r, int q) { return ((r % 8) * 4 + q) * 2 + r / 8; }
 
 // Per-slot fp32 weight_scale_2 of gate, up and down.
 struct SlotScales {

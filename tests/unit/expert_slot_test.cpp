@@ -125,8 +125,22 @@ TEST(ExpertSlot, PackedWordsDecodeToTheFragmentValues) {
       EXPECT_EQ(bf16_value(reg & 0xffffu), std::ldexp(e2m1_value(code), -126)) << "code " << code;
     }
   }
-  // Scales: strip 3, row 7, tile 2 -> checkpoint scale row 55, block 2.
-  EXPECT_EQ(slot[p.scales + 64 * 3 + 7 * 4 + 2], scales[55 * 4 + 2]);
+  // Scales: lane t = 4g + c reads rows g and g + 8 of tile c as one 16-bit word at 2t. Strip 3, lane 29 (g 7,
+  // c 1): checkpoint scale rows 55 and 63, block 1.
+  pack_projection(p, codes.data(), scales.data(), slot.data());
+  EXPECT_EQ(slot[p.scales + 64 * 3 + 2 * 29], scales[55 * 4 + 1]);
+  EXPECT_EQ(slot[p.scales + 64 * 3 + 2 * 29 + 1], scales[63 * 4 + 1]);
+  std::set<int> scale_bytes;  // every scale byte of the slot holds one checkpoint scale
+  for (int s = 0; s < 8; ++s) {
+    for (int r = 0; r < 16; ++r) {
+      for (int q = 0; q < 4; ++q) {
+        const int at = 64 * s + scale_byte_offset(r, q);
+        EXPECT_EQ(slot[p.scales + at], scales[(16 * s + r) * 4 + q]);
+        scale_bytes.insert(at);
+      }
+    }
+  }
+  EXPECT_EQ(scale_bytes.size(), p.scale_bytes());
 }
 
 }  // namespace

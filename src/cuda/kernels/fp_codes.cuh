@@ -32,7 +32,8 @@ __device__ __forceinline__ float bf16_bits_to_float(uint32_t bits) { return __ui
 // the other operand (kCodeLift) or the scale (nvfp4 prefill) so that no product leaves the normal range.
 __device__ __forceinline__ void decode_e2m1x8(uint32_t w, uint32_t (&out)[4]) {
   using namespace model;
-  out[0] = __funnelshift_l(w, w, kCodeRotation0) & kCodeTargetMask;
+  static_assert(kCodeRotation0 == 0, "register 0 needs no rotation");
+  out[0] = w & kCodeTargetMask;
   out[1] = __funnelshift_l(w, w, kCodeRotation1) & kCodeTargetMask;
   out[2] = __funnelshift_l(w, w, kCodeRotation2) & kCodeTargetMask;
   out[3] = (__funnelshift_l(w, w, kCodeRotation3) & (kCodeTargetMask & ~kCodeLateBits)) |
@@ -43,15 +44,17 @@ constexpr float kCodeScale = 0x1p-126f;  // decode_e2m1x8's factor
 // normal down to |code x| = 2^-64, and inputs stay finite up to |x| = 2^64.
 constexpr float kCodeLift = 0x1p64f;
 
-// Two E4M3 bytes (bits 0-7 and 8-15 of `bytes`) to floats times 2^-8, exactly: the E4M3 bits placed in an
-// fp16 keep their value up to 2^-8, subnormals included. The results have at most 4 significant bits, so they
-// are exact in bf16 too. Callers fold 2^8 into weight_scale_2 (kScaleFold).
-__device__ __forceinline__ float2 e4m3x2_to_float2_scaled(uint32_t bytes) {
-  const uint32_t spread = __byte_perm(bytes, 0u, 0x4140);  // [b0, 0, b1, 0]
-  const uint32_t half_bits = ((spread << 7) & 0x3F803F80u) | ((spread << 8) & 0x80008000u);
-  return __half22float2(*reinterpret_cast<const __half2*>(&half_bits));
+// Two E4M3 scales, the low (kHalf 0) or high (kHalf 1) 16 bits of `word` (low byte first), to floats exactly: one
+// hardware conversion to f16x2 (every E4M3 value is an f16), then two widenings.
+template <int kHalf>
+__device__ __forceinline__ float2 e4m3x2_to_float2(uint32_t word) {
+  uint32_t h;
+  if constexpr (kHalf == 0) {
+    asm("{.reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, lo;}" : "=r"(h) : "r"(word));
+  } else {
+    asm("{.reg .b16 lo, hi;\n mov.b32 {lo, hi}, %1;\n cvt.rn.f16x2.e4m3x2 %0, hi;}" : "=r"(h) : "r"(word));
+  }
+  return __half22float2(*reinterpret_cast<const __half2*>(&h));
 }
-
-constexpr float kScaleFold = 256.0f;  // undoes the 2^-8 of e4m3x2_to_float2_scaled
 
 }  // namespace imp::cuda

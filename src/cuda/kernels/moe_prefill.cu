@@ -123,13 +123,15 @@ __global__ void scatter_kernel(const int32_t* slots, int pairs, int32_t* cursor,
 }
 
 // NVFP4 A fragment of one 16-row strip, k16 step q of a 64-input supertile: E2M1 decoded and multiplied by the
-// E4M3 block scale (times 2^-8) in bf16, exactly: the codes come times 2^-126 and the scale times 2^126 (at
-// most 1.75 * 2^126, finite in bf16). scales_row_g / _g8: the scale words of rows g and g + 8.
-__device__ __forceinline__ void nvfp4_fragment(uint32_t word, uint32_t scales_row_g, uint32_t scales_row_g8, int q,
-                                               uint32_t (&a)[4]) {
+// E4M3 block scale (times 2^-8, kScaleFold) in bf16, exactly: the codes come times 2^-126 and the scales are
+// lifted by 2^118 (at most 448 * 2^118, finite in bf16). scale_words: the strip's 8 scale bytes of rows g and
+// g + 8 (model::scale_byte_offset: tile q's pair is 16-bit word q).
+constexpr float kScaleFold = 256.0f;
+template <int kQ>
+__device__ __forceinline__ void nvfp4_fragment(uint32_t word, uint2 scale_words, uint32_t (&a)[4]) {
   decode_e2m1x8(word, a);
-  const float2 f = e4m3x2_to_float2_scaled(__byte_perm(scales_row_g, scales_row_g8, q | ((q + 4) << 4)));
-  constexpr float kLift = 1.0f / kCodeScale;
+  const float2 f = e4m3x2_to_float2<kQ % 2>(kQ < 2 ? scale_words.x : scale_words.y);
+  constexpr float kLift = 1.0f / (kCodeScale * kScaleFold);
   const uint32_t s0 = pack_bf16x2(f.x * kLift, f.x * kLift), s1 = pack_bf16x2(f.y * kLift, f.y * kLift);
   a[0] = bf16x2_mul(a[0], s0);  // row g
   a[2] = bf16x2_mul(a[2], s0);
@@ -304,23 +306,25 @@ __device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, XCopies<
     const uint8_t* w_stage = smem + stage * S::kBytes + S::kXBytes;
     const uint4 c0 = *reinterpret_cast<const uint4*>(w_stage + entry0 * 512 + lane * 16);
     const uint4 c1 = *reinterpret_cast<const uint4*>(w_stage + entry1 * 512 + lane * 16);
-    const uint32_t* sc = reinterpret_cast<const uint32_t*>(w_stage + kStrips * 512);
-    const uint32_t s0g = sc[entry0 * 16 + g], s0g8 = sc[entry0 * 16 + g + 8];
-    const uint32_t s1g = sc[entry1 * 16 + g], s1g8 = sc[entry1 * 16 + g + 8];
+    const uint2* sc = reinterpret_cast<const uint2*>(w_stage + kStrips * 512);  // [strip][g]: rows g, g + 8
+    const uint2 s0 = sc[entry0 * 8 + g], s1 = sc[entry1 * 8 + g];
     const uint32_t w0[4] = {c0.x, c0.y, c0.z, c0.w}, w1[4] = {c1.x, c1.y, c1.z, c1.w};
     const uint32_t x_stage = smem_base + stage * S::kBytes;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
+    auto step = [&]<int kQ>() {
       uint32_t a0[4], a1[4];
-      nvfp4_fragment(w0[q], s0g, s0g8, q, a0);
-      nvfp4_fragment(w1[q], s1g, s1g8, q, a1);
+      nvfp4_fragment<kQ>(w0[kQ], s0, a0);
+      nvfp4_fragment<kQ>(w1[kQ], s1, a1);
       wgmma::wgmma_fence();
-      const uint64_t desc = x_descriptor(x_stage + q * 32 * N);
+      const uint64_t desc = x_descriptor(x_stage + kQ * 32 * N);
       wgmma::wgmma_rs<N>(acc0, a0, desc);
       wgmma::wgmma_rs<N>(acc1, a1, desc);
       wgmma::wgmma_commit();
       wgmma::wgmma_wait<1>();
-    }
+    };
+    step.template operator()<0>();
+    step.template operator()<1>();
+    step.template operator()<2>();
+    step.template operator()<3>();
   }
   wgmma::wgmma_wait<0>();
   cp_async_wait<0>();

@@ -36,9 +36,8 @@ __device__ __forceinline__ void phase(int kernel, int i) {
 __device__ __forceinline__ void phase(int, int) {}
 #endif
 
-// What a strip's sums are multiplied by: the block scales' 2^-8 and the decoded codes' 2^-126 undone, the inputs'
-// lift taken out (2^70, exact).
-constexpr float kStripFold = kScaleFold / (kCodeScale * kCodeLift);
+// What a strip's sums are multiplied by: the decoded codes' 2^-126 undone, the inputs' lift taken out (2^62, exact).
+constexpr float kStripFold = 1.0f / (kCodeScale * kCodeLift);
 
 // A unit: one (strip, supertile) of a projection, 512 bytes of codes and 64 of scales.
 constexpr int kUnitCodeBytes = 512, kUnitScaleBytes = 64;
@@ -85,7 +84,6 @@ __device__ __forceinline__ void compute_units(const uint32_t (&xw)[kChunk][2], i
   const int lane = threadIdx.x % kWarp, g = lane / 4, c = lane % 4, q_fed = lane / 8;
   const uint8_t* stage_codes = stage;
   const uint8_t* stage_scales = stage + kStageUnits * kUnitCodeBytes;
-  const uint32_t scale_select = static_cast<uint32_t>(c | ((c + 4) << 4));  // byte c of row g, byte c of row g+8
   const int half = (n + 1) / 2;
   if constexpr (kCpAsync) {
     asm volatile("cp.async.wait_group 1;\n" ::: "memory");  // the first half has landed
@@ -103,8 +101,8 @@ __device__ __forceinline__ void compute_units(const uint32_t (&xw)[kChunk][2], i
     for (int p = 0; p < kProj; ++p) {
       const int u = p * kChunk + i;
       const uint4 packed = *reinterpret_cast<const uint4*>(stage_codes + u * kUnitCodeBytes + lane * 16);
-      const uint32_t* unit_scales = reinterpret_cast<const uint32_t*>(stage_scales + u * kUnitScaleBytes);
-      const float2 s = e4m3x2_to_float2_scaled(__byte_perm(unit_scales[g], unit_scales[g + 8], scale_select));
+      // Rows g and g + 8 of tile c (model::scale_byte_offset): one 16-bit word.
+      const float2 s = e4m3x2_to_float2<0>(*reinterpret_cast<const uint16_t*>(stage_scales + u * kUnitScaleBytes + 2 * lane));
       const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
       float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
@@ -155,7 +153,7 @@ __device__ __forceinline__ void load_input_words(const uint32_t* words, int st0,
 // Tile-per-lane mma: in the mma of tile q only lanes 8q..8q+7 feed B (columns 2q, 2q+1 of B hold x of tile
 // q; the others are zero), so the four mma of a supertile accumulate, in column pair c = lane % 4 of D,
 // exactly tile q = c. Lane (g = lane/4, c) thus holds rows g and g + 8 of tile c and applies only their two
-// block scales. acc[p] = {row g, row g + 8} partials of tile c, block scales applied (times 2^-8); the caller
+// block scales. acc[p] = {row g, row g + 8} partials of tile c, block scales applied (times 2^-62: kStripFold); the caller
 // sums the four lanes of a row (quad_sum).
 template <int kProj, int kChunk>
 __device__ __forceinline__ void strip_dot(const uint8_t* const (&codes)[kProj], const uint8_t* const (&scales)[kProj],

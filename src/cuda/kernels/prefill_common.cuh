@@ -42,8 +42,7 @@ __device__ __forceinline__ uint16_t bf16_bits(float v) {
   return *reinterpret_cast<const uint16_t*>(&b);
 }
 
-// decode_e2m1x8 (eight E2M1 values to four bf16x2 words, times 2^-126), e4m3x2_to_float2_scaled and kScaleFold come from
-// fp_codes.cuh.
+// decode_e2m1x8 (eight E2M1 values to four bf16x2 words, times 2^-126) and e4m3x2_to_float2 come from fp_codes.cuh.
 
 // The two bf16 terms of fp32-grade GEMM inputs (gemm_bf16_split.h): hi = bf16_rn(v), lo = bf16_rn(v - hi), for
 // four values as two 8-byte words each.
