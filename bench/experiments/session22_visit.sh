@@ -7,7 +7,7 @@
 #          registers, loaded once with every load in flight (48 registers, no stack); longer contexts keep the L2
 #          path. With a test at 32768 / 32800 tokens (both paths). Session 21's staging of the keys in 32 KB of
 #          shared memory was slower (-0.7%), perhaps the block's placement (a split change), which registers avoid.
-#   qpre = session22_qsa_score_keys_before_wait.patch: the score kernel (5.8 us on the critical path at 32K) loads
+#   qpre = session22_qsa_score_keys_before_wait.patch (applied as 10f7b02 and then deleted): the score kernel (5.8 us on the critical path at 32K) loads
 #          the position and its first batch of block keys before its PDL wait (final at launch: the prep kernel
 #          before it triggers after its own wait), the query and the newest key (prep may write it) after.
 #   qboth = both patches (tests and memcheck run on this one).
