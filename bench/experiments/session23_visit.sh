@@ -7,17 +7,23 @@
 # chunk's groups run (two fragment buffers: 226 registers wide, 128 narrow, no spill, no serialization warning).
 # The stage refilled after the barrier of step st is chunk st - 1's (its groups are done), so the stage count
 # and the copy schedule stay as they are. If it wins, update the k-loop comment in moe_prefill.cu.
+# rank4 = session23_router_four_counts.patch: the decode router (one warp's serial chain of ~850 instructions, ~2.1 us
+# per layer at the head of gate/up) counts its ranks in four partial sums instead of one chain of dependent adds
+# (the 32 lane maxima, then each candidate against all); the same integers, so the same choices bit for bit.
+# both = the two patches (tests and memcheck run on it).
 # Build here first:
 #   bench/tools/build_variant.sh - head
 #   bench/tools/build_variant.sh bench/experiments/session23_moe_prefill_decode_next_chunk.patch pipe
-# Carry build/carry.tar.xz (build/exp/imp_{head,pipe}, build/exp/imp_gpu_tests_pipe, build/cuda/bin/lib).
+#   bench/tools/build_variant.sh bench/experiments/session23_router_four_counts.patch rank4
+#   bench/tools/build_variant.sh bench/experiments/session23_moe_prefill_decode_next_chunk.patch+bench/experiments/session23_router_four_counts.patch both
+# Carry build/carry.tar.xz (build/exp/imp_{head,pipe,rank4}, build/exp/imp_gpu_tests_both, build/cuda/bin/lib).
 set -uo pipefail
 out=${OUT:-/tmp/imp_out}; mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-build/exp/imp_gpu_tests_pipe --gtest_filter='*MoePrefill*:*Golden*:*Prefill*' > "$out/gpu_tests_pipe.log" 2>&1
-echo "tests pipe rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$out/gpu_tests_pipe.log" | tr '\n' ' ')"
-grep -E "^\[  FAILED" "$out/gpu_tests_pipe.log" | head
-timeout 150 /usr/local/cuda/bin/compute-sanitizer --tool memcheck --error-exitcode 3 build/exp/imp_gpu_tests_pipe \
-  --gtest_filter='*Golden*/nvfp4:*Golden*/many_experts:*MoePrefill*Tiny*' > "$out/memcheck_pipe.log" 2>&1
-echo "memcheck pipe rc=$?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED)' "$out/memcheck_pipe.log" | tr '\n' ' ')"
-VARIANTS="head pipe" AB_ARGS="--pp 512,4096,16384 --tg 1 --context 1 --runs 5" TL_VARIANTS= bash bench/tools/variants_visit.sh
+build/exp/imp_gpu_tests_both > "$out/gpu_tests_both.log" 2>&1
+echo "tests both rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$out/gpu_tests_both.log" | tr '\n' ' ')"
+grep -E "^\[  FAILED" "$out/gpu_tests_both.log" | head
+timeout 150 /usr/local/cuda/bin/compute-sanitizer --tool memcheck --error-exitcode 3 build/exp/imp_gpu_tests_both \
+  --gtest_filter='*Golden*/nvfp4:*Golden*/many_experts:*MoePrefill*Tiny*:*MoeDecodeFused*' > "$out/memcheck_both.log" 2>&1
+echo "memcheck both rc=$?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED)' "$out/memcheck_both.log" | tr '\n' ' ')"
+VARIANTS="head pipe rank4" AB_ARGS="--pp 512,4096 --tg 128 --context 1024,32768 --runs 5" TL_VARIANTS= bash bench/tools/variants_visit.sh
