@@ -10,20 +10,25 @@
 # rank4 = session23_router_four_counts.patch: the decode router (one warp's serial chain of ~850 instructions, ~2.1 us
 # per layer at the head of gate/up) counts its ranks in four partial sums instead of one chain of dependent adds
 # (the 32 lane maxima, then each candidate against all); the same integers, so the same choices bit for bit.
-# both = the two patches (tests and memcheck run on it).
+# brouter = session23_block_router.patch: for 129-512 experts (the released 512) every warp of a gate/up block routes:
+# warp w keeps its keys above the k-th largest of its lanes' maxima (2 keys per lane), then warp 0 repeats the bound
+# over the kept keys and ranks the rest (a Python emulation of the algorithm matched the reference order on 3000
+# random, tied and all-equal logit rows, E 129-512, k 1-16). It includes the four partial counts for its own ranks.
+# all = the three patches (every GPU test and memcheck run on it).
 # Build here first:
 #   bench/tools/build_variant.sh - head
 #   bench/tools/build_variant.sh bench/experiments/session23_moe_prefill_decode_next_chunk.patch pipe
 #   bench/tools/build_variant.sh bench/experiments/session23_router_four_counts.patch rank4
-#   bench/tools/build_variant.sh bench/experiments/session23_moe_prefill_decode_next_chunk.patch+bench/experiments/session23_router_four_counts.patch both
-# Carry build/carry.tar.xz (build/exp/imp_{head,pipe,rank4}, build/exp/imp_gpu_tests_both, build/cuda/bin/lib).
+#   bench/tools/build_variant.sh bench/experiments/session23_block_router.patch brouter
+#   bench/tools/build_variant.sh bench/experiments/session23_moe_prefill_decode_next_chunk.patch+bench/experiments/session23_router_four_counts.patch+bench/experiments/session23_block_router.patch all
+# Carry build/carry.tar.xz (build/exp/imp_{head,pipe,rank4,brouter}, build/exp/imp_gpu_tests_all, build/cuda/bin/lib).
 set -uo pipefail
 out=${OUT:-/tmp/imp_out}; mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-build/exp/imp_gpu_tests_both > "$out/gpu_tests_both.log" 2>&1
-echo "tests both rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$out/gpu_tests_both.log" | tr '\n' ' ')"
-grep -E "^\[  FAILED" "$out/gpu_tests_both.log" | head
-timeout 150 /usr/local/cuda/bin/compute-sanitizer --tool memcheck --error-exitcode 3 build/exp/imp_gpu_tests_both \
-  --gtest_filter='*Golden*/nvfp4:*Golden*/many_experts:*MoePrefill*Tiny*:*MoeDecodeFused*' > "$out/memcheck_both.log" 2>&1
-echo "memcheck both rc=$?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED)' "$out/memcheck_both.log" | tr '\n' ' ')"
-VARIANTS="head pipe rank4" AB_ARGS="--pp 512,4096 --tg 128 --context 1024,32768 --runs 5" TL_VARIANTS= bash bench/tools/variants_visit.sh
+build/exp/imp_gpu_tests_all > "$out/gpu_tests_all.log" 2>&1
+echo "tests all rc=$?: $(grep -E '^\[  (PASSED|FAILED)' "$out/gpu_tests_all.log" | tr '\n' ' ')"
+grep -E "^\[  FAILED" "$out/gpu_tests_all.log" | head
+timeout 150 /usr/local/cuda/bin/compute-sanitizer --tool memcheck --error-exitcode 3 build/exp/imp_gpu_tests_all \
+  --gtest_filter='*Golden*/nvfp4:*Golden*/many_experts:*MoePrefill*Tiny*:*MoeDecodeFused*:*Router*' > "$out/memcheck_all.log" 2>&1
+echo "memcheck all rc=$?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED)' "$out/memcheck_all.log" | tr '\n' ' ')"
+VARIANTS="head pipe rank4 brouter" AB_ARGS="--pp 4096 --tg 128 --context 1024,32768 --runs 5" TL_VARIANTS= bash bench/tools/variants_visit.sh

@@ -159,9 +159,12 @@ std::vector<std::vector<float>> tie_rows(int experts) {
 
 TEST(GpuMoeDecodeFused, RouterMatchesCpu) {
   // 128 experts take the kPer = 4 warp router, up to 512 kPer = 16, above 512 kPer = 128 (logits in local
-  // memory); 300 and 257 leave lanes with fewer experts, 16 leaves most lanes empty, 16 the largest top-k.
+  // memory); 300 and 257 leave lanes with fewer experts, 16 leaves most lanes empty, 16 the largest top-k; 136
+  // with k 16 leaves 8 experts beyond the first 128 (a block router over 64-expert warps would see two full
+  // warps, one with 8 keys and five empty).
   for (auto [experts, k, renorm] : {std::tuple{512, 10, true}, {512, 10, false}, {300, 10, true}, {16, 4, true},
-                                    {1024, 16, true}, {4096, 10, false}, {257, 1, false}, {128, 8, true}}) {
+                                    {1024, 16, true}, {4096, 10, false}, {257, 1, false}, {128, 8, true},
+                                    {512, 16, true}, {136, 16, false}}) {
     const std::string shape =
         "experts " + std::to_string(experts) + " k " + std::to_string(k) + " renorm " + std::to_string(renorm);
     FusedRouterRig rig(experts, k, renorm);
