@@ -14,7 +14,8 @@
 # warp w keeps its keys above the k-th largest of its lanes' maxima (2 keys per lane), then warp 0 repeats the bound
 # over the kept keys and ranks the rest (a Python emulation of the algorithm matched the reference order on 3000
 # random, tied and all-equal logit rows, E 129-512, k 1-16: session23_block_router_emulation.py). It includes the
-# four partial counts for its own ranks.
+# four partial counts for its own ranks. If it is kept, warp_router and block_router should share the candidate
+# ranking loop (the patch writes it twice).
 # all = the three patches (every GPU test and memcheck run on it).
 # Build here first:
 #   bench/tools/build_variant.sh - head
