@@ -22,6 +22,13 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const uint32_t (&a)[4],
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// a (bf16x2) times s (bf16x2), element-wise: exact when the true product is representable (an E2M1 code
+// times an E4M3 scale always is; so is a power of two within range).
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t s) {
+  const __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&s));
+  return *reinterpret_cast<const uint32_t*>(&r);
+}
+
 // lo in the low half, hi in the high half, each rounded to nearest even.
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);

@@ -121,8 +121,7 @@ __device__ __forceinline__ void compute_units(const uint32_t (&xw)[kChunk][2], i
 
 // A bf16x2 input word times kCodeLift (exact: a power of two, no input reaches 2^64).
 __device__ __forceinline__ uint32_t lift_bf16x2(uint32_t word) {
-  const __nv_bfloat162 lifted = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&word), __float2bfloat162_rn(kCodeLift));
-  return *reinterpret_cast<const uint32_t*>(&lifted);
+  return bf16x2_mul(word, pack_bf16x2(kCodeLift, kCodeLift));
 }
 
 // The bf16x2 input words of supertiles [st0, st0 + n) a lane feeds, lifted: inputs k0, k0 + 1 and k0 + 8, k0 + 9 of

@@ -58,10 +58,4 @@ __device__ __forceinline__ void split_bf16x4(float4 v, uint2& hi, uint2& lo) {
   lo = *reinterpret_cast<const uint2*>(l);
 }
 
-// a (bf16x2) times s (bf16x2): exact when the true product is representable (E2M1 x E4M3 always is).
-__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t s) {
-  const __nv_bfloat162 r = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&s));
-  return *reinterpret_cast<const uint32_t*>(&r);
-}
-
 }  // namespace imp::cuda::prefill
