@@ -139,18 +139,24 @@ __device__ __forceinline__ void nvfp4_fragment(uint32_t word, uint2 scale_words,
   a[3] = bf16x2_mul(a[3], s1);
 }
 
-// k_loop.operator()<NJ>() for a tile of `count` pairs, NJ = its groups of 32 pairs (1-4, block-uniform): the
-// kernels' k loops are instantiated per wgmma width N = 32 * NJ.
+// k_loop.operator()<NJ>() for a tile of `count` pairs, NJ = its groups of 16 pairs (1 to kPairs / 16,
+// block-uniform): the kernels' k loops are instantiated per wgmma width N = 16 * NJ, so a tile computes at most 15
+// padding pairs (a slot's ~80 pairs at pp 4096 take N = 80, not 96).
 template <int kPairs, typename KLoop>
 __device__ __forceinline__ void run_per_pair_groups(int count, KLoop& k_loop) {
+  const int groups = (count + 15) / 16;
   if constexpr (kPairs == kNarrowPairs) {
-    k_loop.template operator()<1>();
+    if (groups <= 1) k_loop.template operator()<1>(); else k_loop.template operator()<2>();
   } else {
-    switch ((count + 31) / 32) {
+    switch (groups) {
       case 1: k_loop.template operator()<1>(); break;
       case 2: k_loop.template operator()<2>(); break;
       case 3: k_loop.template operator()<3>(); break;
-      default: k_loop.template operator()<4>(); break;
+      case 4: k_loop.template operator()<4>(); break;
+      case 5: k_loop.template operator()<5>(); break;
+      case 6: k_loop.template operator()<6>(); break;
+      case 7: k_loop.template operator()<7>(); break;
+      default: k_loop.template operator()<8>(); break;
     }
   }
 }
@@ -363,7 +369,7 @@ __global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
   const WCopies wc(base, chunks, strip_of);
 
   auto tile_body = [&]<int NJ>() {
-    constexpr int N = 32 * NJ;
+    constexpr int N = 16 * NJ;
     float accg[N / 2], accu[N / 2];
     wgmma_k_loop<kPairs, N>(chunks, smem, xc, wc, wg * 4 + w, 8 + wg * 4 + w, accg, accu);
     // SwiGLU into this warpgroup's [kPairs pairs][64 rows] bf16 scratch (row stride 72), then 16-byte stores.
@@ -422,7 +428,7 @@ __global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
   const WCopies wc(base, chunks, strip_of);
 
   auto tile_body = [&]<int NJ>() {
-    constexpr int N = 32 * NJ;
+    constexpr int N = 16 * NJ;
     float acc0[N / 2], acc1[N / 2];
     wgmma_k_loop<kPairs, N>(chunks, smem, xc, wc, wg * 8 + w, wg * 8 + 4 + w, acc0, acc1);
     // Weighted partials into this warpgroup's [kPairs pairs][128 rows] fp32 scratch (row stride 132), then 16-byte
