@@ -19,8 +19,7 @@
 #   bench/tools/build_variant.sh bench/experiments/session24_probe_moe_prefill_weights_in_l2.patch l2probe
 #   bench/tools/build_variant.sh bench/experiments/session24_moe_prefill_down_two_row_blocks.patch down2
 # Carry build/carry.tar.xz (build/exp/imp_{head24,pair2,l2probe,down2}, build/exp/imp_gpu_tests_{pair2,down2},
-# build/cuda/bin/lib,
-# build/exp/lib, build/exp/libkernel_timeline.so).
+# build/cuda/bin/lib, build/exp/lib, build/exp/libkernel_timeline.so).
 set -uo pipefail
 out=${OUT:-/tmp/imp_out}; mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
