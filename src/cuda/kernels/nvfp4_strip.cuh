@@ -216,7 +216,7 @@ __device__ __forceinline__ void gate_up_dot_bulk(const uint8_t* const (&codes)[2
     }
     uint32_t xw[kGateUpChunk][2];  // bf16 now (the weights are in flight): half the registers through the compute
 #pragma unroll
-    for (int i = 0; i < kGateUpChunk; ++i) {  // lifted before rounding: the same bits as lift_bf16x2 after it
+    for (int i = 0; i < kGateUpChunk; ++i) {  // lifted before rounding: lift_bf16x2's bits for every |x| >= 2^-126
       xw[i][0] = pack_bf16x2(xf[i][0].x * kCodeLift, xf[i][0].y * kCodeLift);
       xw[i][1] = pack_bf16x2(xf[i][1].x * kCodeLift, xf[i][1].y * kCodeLift);
     }
