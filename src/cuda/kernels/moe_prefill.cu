@@ -520,14 +520,18 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
   IMP_CUDA_CHECK_LAUNCH();
 
   auto run = [&]<int kPairs>() {
+    // Grid rows for this tile shape's bound (each slot's ceil(count / kPairs) tiles), not the workspace's bound for
+    // either shape: every row past the plan's tile count is a block that takes an SM's shared memory only to exit
+    // (at pp 4096 the wide tiles are ~525 of 832 rows instead of 1792).
+    const unsigned grid_tiles = static_cast<unsigned>((pairs64 + kPairs - 1) / kPairs + std::min<int64_t>(num_slots, pairs64));
     static const bool smem_set = [] {  // dynamic shared memory beyond 48 KB, once per tile shape
       IMP_CUDA_CHECK(cudaFuncSetAttribute(moe_gate_up_kernel<kPairs>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kPairs>));
       IMP_CUDA_CHECK(cudaFuncSetAttribute(moe_down_kernel<kPairs>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kPairs>));
       return true;
     }();
     (void)smem_set;
-    const dim3 gu_grid((layout.gate.rows / 16 + 7) / 8, static_cast<unsigned>(plan.max_tiles));
-    const dim3 down_grid((layout.down.rows / 16 + 15) / 16, static_cast<unsigned>(plan.max_tiles));
+    const dim3 gu_grid((layout.gate.rows / 16 + 7) / 8, grid_tiles);
+    const dim3 down_grid((layout.down.rows / 16 + 15) / 16, grid_tiles);
     moe_gate_up_kernel<kPairs><<<gu_grid, kThreads, kSmemBytes<kPairs>, stream>>>(pool, scales, layout, x_bf16, sorted, tiles,
                                                                                   num_tiles, k, act);
     IMP_CUDA_CHECK_LAUNCH();
