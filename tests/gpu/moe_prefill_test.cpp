@@ -222,6 +222,21 @@ TEST(GpuMoePrefill, Nvfp4SlotsPadTinyShapes) {
   for (int tokens : {1, 37, 300}) check_moe_prefill(64, 16, 16, 16, tokens, 4);
   check_moe_prefill(80, 48, 16, 16, 37, 4);
 }
+// The engine sizes the workspace once, for its largest chunk; every shorter launch must fit in it, also the
+// narrow tiles' (more padding rows per pair than the wide tiles' just past the switch at 32 pairs per slot).
+TEST(GpuMoePrefill, WorkspaceCoversEveryShorterLaunch) {
+  const model::ExpertSlotLayout layout = model::ExpertSlotLayout::make(2560, 640, model::SlotFormat::kNvfp4);
+  for (int slots : {16, 512}) {
+    const size_t largest = moe_prefill_workspace_bytes(layout, 4096, 10, slots);
+    size_t previous = 0;
+    for (int tokens = 1; tokens <= 4096; ++tokens) {
+      const size_t bytes = moe_prefill_workspace_bytes(layout, tokens, 10, slots);
+      ASSERT_GE(bytes, previous) << tokens << " tokens, " << slots << " slots";
+      previous = bytes;
+    }
+    EXPECT_EQ(previous, largest);
+  }
+}
 TEST(GpuMoePrefill, RefusesBf16Slots) {
   const model::ExpertSlotLayout layout = model::ExpertSlotLayout::make(32, 8, model::SlotFormat::kBf16);
   DeviceBuffer<uint16_t> x(32);

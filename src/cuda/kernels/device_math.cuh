@@ -97,6 +97,16 @@ __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, 
                "l"(src), "r"(bytes), "r"(shared_address(bar))
                : "memory");
 }
+// A box of a tensor map (tensor_map.h; `map` the address of a __grid_constant__ kernel parameter) at the
+// coordinates c0..c3 (elements, innermost first); dst 128-byte aligned. Completes `box bytes` on the barrier,
+// elements outside the tensor included (read as zeros).
+__device__ __forceinline__ void tensor_copy_4d(void* dst, const void* map, int c0, int c1, int c2, int c3, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(
+          shared_address(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(shared_address(bar))
+      : "memory");
+}
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 __device__ __forceinline__ float warp_sum(float v) {

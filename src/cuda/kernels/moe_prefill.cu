@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cuda/check.h"
+#include "cuda/tensor_map.h"
 #include "cuda/kernels/prefill_common.cuh"
 #include "cuda/kernels/wgmma_ops.cuh"
 
@@ -42,13 +43,18 @@ struct Stages {
 struct Plan {
   size_t counts = 0, cursor = 0, tiles = 0, num_tiles = 0, sorted = 0, pos_of = 0, act = 0, partial = 0;
   size_t bytes = 0;
-  int64_t max_tiles = 0;
+  bool narrow = false;     // the tile shape: narrow (kNarrowPairs) or wide (kWidePairs) tiles
+  int64_t max_tiles = 0;   // the shape's bound on the tile count: each slot's ceil(count / pairs per tile)
+  int64_t image_rows = 0;  // rows of the activation images (tile_offset: the pairs and 15 rows of padding per tile)
 };
 
 Plan make_plan(const model::ExpertSlotLayout& layout, int64_t tokens, int64_t k, int64_t num_slots) {
   Plan p;
   const int64_t pairs = tokens * k;
-  p.max_tiles = (pairs + kNarrowPairs - 1) / kNarrowPairs + std::min(num_slots, pairs);  // either tile shape
+  p.narrow = pairs <= int64_t{kNarrowMaxPairsPerSlot} * num_slots;
+  const int64_t tile_pairs = p.narrow ? kNarrowPairs : kWidePairs;
+  p.max_tiles = (pairs + tile_pairs - 1) / tile_pairs + std::min(num_slots, pairs);
+  p.image_rows = pairs + 15 * p.max_tiles;
   size_t offset = 0;
   auto take = [&](int64_t bytes) {
     const size_t at = offset;
@@ -61,8 +67,9 @@ Plan make_plan(const model::ExpertSlotLayout& layout, int64_t tokens, int64_t k,
   p.num_tiles = take(4);
   p.sorted = take(pairs * 4);
   p.pos_of = take(pairs * 4);
-  p.act = take(pairs * layout.padded_intermediate * 2);
-  p.partial = take(pairs * layout.hidden * 4);
+  p.act = take(p.image_rows * layout.padded_intermediate * 2);
+  // The fp32 partials (written by down) share their bytes with gate/up's activation images (read before down starts).
+  p.partial = take(std::max(pairs * layout.hidden * 4, p.image_rows * layout.padded_hidden * 2));
   p.bytes = offset;
   return p;
 }
@@ -168,148 +175,94 @@ __device__ __forceinline__ void run_per_pair_groups(int count, KLoop& k_loop) {
 __device__ __forceinline__ uint64_t x_descriptor(uint32_t smem_byte_address) {
   return ((smem_byte_address >> 4) & 0x3fff) | (uint64_t{128 >> 4} << 16) | (uint64_t{256 >> 4} << 32);
 }
-
-// A copy source's address for chunk `chunk`, computed afresh from an opaque base: a pointer advanced after each
-// copy (or strength-reduced to one) is rewritten right after the cp.async that reads it, and the rewrite waits
-// until the copy, queued behind the others, has read its source registers (ncu, 9493cfa: ~14% of the gate/up
-// kernel's stall samples on two such instructions). Only the narrow tiles load this way (H200, session 18, A/B in
-// one visit each, medians of 5): pp 512, which takes narrow tiles, +1.0%; in the wide tiles it cost 0.7% at pp 4096
-// (gate/up 1099 -> 1146 us, down 642 -> 656 us per layer).
-template <typename T>
-__device__ __forceinline__ const T* copy_source(const T* base, size_t offset) {
-  asm volatile("" : "+l"(base));
-  return base + offset;
+// Both GEMMs read their activations from tile images in that layout, so that a stage's activations are one bulk
+// copy: tile i (N = 16 ceil(count / 16) pairs, zeros past count) of a [rows, K] bf16 region starts at row
+// start + 15 i (room for its padding), and its chunk c is the N * 128 bytes at c * N * 128 from there. Gathered
+// token rows by every thread's cp.async cost the k loop ~30% more per chunk (bench/experiments/
+// wgmma_rs_pattern_probe.cu, session 24: 1875 against 1405 cycles at N = 80).
+__device__ __forceinline__ size_t image_offset(int tile, int start, int K) {
+  return (static_cast<size_t>(start) + 15 * static_cast<size_t>(tile)) * K * 2;
+}
+__device__ __forceinline__ uint32_t image_piece(int N, int n, int piece) {  // pair n, inputs 8 piece .. + 7 of a chunk
+  return (piece >> 1) * 32 * N + (n >> 3) * 256 + (piece & 1) * 128 + (n & 7) * 16;
 }
 
-// This thread's activation copies (cp.async) for tiles of up to kPairs pairs: of each 64-input chunk, the copy
-// grid of k16 block i is kPairs rows x 2 halves; thread t takes slot t % (2 kPairs) of the blocks i = t / (2 kPairs)
-// + j 256 / (2 kPairs), j < kPairs / 32: pair n = slot % 8 + 8 (slot / 16), half (slot / 8) % 2 (a warp fills 512
-// contiguous bytes per copy).
-template <int kPairs>
-struct XCopies {
-  static constexpr int kSlots = 2 * kPairs, kPerThread = kPairs / 32;
-  const uint16_t* src;  // this thread's first piece of the next chunk (the tile's first row for pairs beyond it)
-  int k_left;           // inputs of the row left from that piece on (<= 0: zero-fill)
-  uint32_t dst;         // byte offset of piece j = 0 in a stage, before the k16 block's N-dependent offset
-  int block0;           // the first k16 block
-  bool valid;           // the pair is in the tile
-  static __device__ int pair() {
-    const int slot = threadIdx.x % kSlots;
-    return (slot & 7) + 8 * (slot >> 4);
-  }
-  __device__ XCopies(const uint16_t* pair_row, const uint16_t* first_row, int K) {
-    const int slot = threadIdx.x % kSlots, n = pair(), half = (slot >> 3) & 1;
-    block0 = threadIdx.x / kSlots;
-    const int k0 = 16 * block0 + 8 * half;
-    dst = (n >> 3) * 256 + half * 128 + (n & 7) * 16;
-    valid = pair_row != nullptr;
-    src = (valid ? pair_row : first_row) + k0;
-    k_left = K - k0;
-  }
-  // The next chunk (the sources advance). Pairs n >= N are never read (this tile's wgmmas stop at N); pairs beyond
-  // the tile and inputs beyond K are zero-filled.
-  template <int N>
-  __device__ void load_next(uint8_t* stage) {
-    if (pair() >= N) return;
-    constexpr int kStep = 256 / kSlots;  // k16 blocks between this thread's copies
-#pragma unroll
-    for (int j = 0; j < kPerThread; ++j) {
-      cp_async16(stage + dst + (block0 + j * kStep) * 32 * N, src + 16 * kStep * j, valid && 16 * kStep * j < k_left);
-    }
-    src += 64;
-    k_left -= 64;
-  }
-  // Chunk `chunk` of a source that never advances, the same copies.
-  template <int N>
-  __device__ void load(uint8_t* stage, int chunk) const {
-    if (pair() >= N) return;
-    constexpr int kStep = 256 / kSlots;  // k16 blocks between this thread's copies
-    const int k0 = 64 * chunk;
-    const uint16_t* from = copy_source(src, static_cast<size_t>(k0));
-#pragma unroll
-    for (int j = 0; j < kPerThread; ++j) {
-      cp_async16(stage + dst + (block0 + j * kStep) * 32 * N, from + 16 * kStep * j, valid && k0 + 16 * kStep * j < k_left);
+// Gate/up's activation images ([*, Kp] with Kp = the slot's padded hidden) from x (bf16 rows of K = hidden by
+// token; inputs from K on are zeros): grid (tile rows, kGatherParts), part p of tile i copies its chunks p,
+// p + kGatherParts, ...
+constexpr int kGatherParts = 4;
+__global__ void __launch_bounds__(256) gather_kernel(const uint16_t* __restrict__ x16, const int32_t* __restrict__ sorted,
+                                                     const int4* __restrict__ tiles, const int32_t* __restrict__ num_tiles,
+                                                     int k, int K, int Kp, uint8_t* __restrict__ x_image) {
+  __shared__ int tok[kWidePairs];
+  const int i = blockIdx.x;
+  if (i >= *num_tiles) return;
+  const int4 tile = tiles[i];
+  const int start = tile.y, count = tile.z, N = (count + 15) / 16 * 16;
+  for (int n = threadIdx.x; n < count; n += blockDim.x) tok[n] = sorted[start + n] / k;
+  __syncthreads();
+  uint8_t* image = x_image + image_offset(i, start, Kp);
+  for (int c = blockIdx.y; c < Kp / 64; c += kGatherParts) {
+    for (int e = threadIdx.x; e < N * 8; e += blockDim.x) {
+      const int n = e >> 3, piece = e & 7;
+      uint4 v = make_uint4(0, 0, 0, 0);
+      if (n < count && c * 64 + piece * 8 < K) v = *reinterpret_cast<const uint4*>(x16 + static_cast<size_t>(tok[n]) * K + c * 64 + piece * 8);
+      *reinterpret_cast<uint4*>(image + static_cast<size_t>(c) * N * 128 + image_piece(N, n, piece)) = v;
     }
   }
-};
+}
 
-// This thread's weight copies (cp.async): the block's 16 strips' NVFP4 codes (512 bytes each) and scales (64
-// bytes each) of one supertile are 576 16-byte copies: two codes copies per thread, one scales copy for threads
-// 0-63; `strip_of(e, proj, strip)` names strip entry e. Strips beyond the projection are zero-filled. (One warp
-// issuing cp.async.bulk copies per strip instead, completing on mbarriers, made both kernels ~50% slower.)
-struct WCopies {
-  const uint8_t* src[3];
-  uint32_t dst[3];
-  bool valid[3];
-  template <typename StripOf>
-  __device__ WCopies(const uint8_t* slot_base, int chunks, StripOf strip_of) {
-    static_assert(kStrips * 32 == 2 * kThreads && kStrips * 4 <= kThreads, "copy assignment");
-#pragma unroll
-    for (int i = 0; i < 3; ++i) {
-      const bool codes = i < 2;
-      const int id = codes ? threadIdx.x + kThreads * i : threadIdx.x % (kStrips * 4);
-      const int e = codes ? id >> 5 : id >> 2, piece = codes ? id & 31 : id & 3;
-      const model::SlotProjection* proj = nullptr;
-      int strip = 0;
-      strip_of(e, proj, strip);
-      valid[i] = strip < proj->rows / 16 && (codes || threadIdx.x < kStrips * 4);
-      const int stride = codes ? 512 : 64;
-      src[i] = slot_base + (codes ? proj->codes : proj->scales) + static_cast<size_t>(valid[i] ? strip : 0) * chunks * stride + piece * 16;
-      dst[i] = (codes ? e * 512 : kStrips * 512 + e * 64) + piece * 16;  // in a stage's weight part
-    }
-  }
-  __device__ void load_next(uint8_t* stage_weights) {
-    cp_async16(stage_weights + dst[0], src[0], valid[0]);
-    cp_async16(stage_weights + dst[1], src[1], valid[1]);
-    if (threadIdx.x < kStrips * 4) cp_async16(stage_weights + dst[2], src[2], valid[2]);
-    src[0] += 512;
-    src[1] += 512;
-    src[2] += 64;
-  }
-  __device__ void load(uint8_t* stage_weights, int chunk) const {
-    const size_t at = static_cast<size_t>(chunk);
-    cp_async16(stage_weights + dst[0], copy_source(src[0], at * 512), valid[0]);
-    cp_async16(stage_weights + dst[1], copy_source(src[1], at * 512), valid[1]);
-    if (threadIdx.x < kStrips * 4) cp_async16(stage_weights + dst[2], copy_source(src[2], at * 64), valid[2]);
-  }
+// The block's weights per chunk: kMaps tensor copies of codes and kMaps of scales (tensor_map.h), each a box of
+// kStrips / kMaps strips from strip `strip0` of its projection (gate/up: the gate and the up maps, 8 strips each;
+// down: one map, 16 strips).
+struct StripMaps {
+  CUtensorMap codes[2], scales[2];
 };
 
 // The k loop of one tile: acc0 / acc1 (N / 2 floats each, wgmma layout) += this warp's strips 0 / 1 (its places
-// entry0 / entry1 among the block's 16) . X^T over `chunks` 64-input supertiles of K inputs. Each wgmma covers a
-// warpgroup's 64 rows (one strip per warp) and all N pairs. Up to three k16 groups stay in flight while the next
-// fragments are decoded (wgmma_wait<3>; their A registers stay live: 202 registers. One group: pp 4096 -0.8%, two:
-// -0.3%, session 22); so at the barrier of step st only step st - 1's groups can be pending, and stage st % kCount
-// is refilled at step st + kAhead, when step st - 2's wgmmas are done.
-template <int kPairs, int N>
-__device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, XCopies<kPairs> xc, WCopies wc, int entry0,
-                                             int entry1, float (&acc0)[N / 2], float (&acc1)[N / 2]) {
+// entry0 / entry1 among the block's 16) . X^T over `chunks` 64-input supertiles, X chunk c the image's
+// (x_image + c * N * 128). Thread 0 fills each stage by one bulk copy of the activations and the weights' tensor
+// copies, all completing on the stage's barrier, kAhead chunks ahead. Up to three k16 groups stay in flight while the
+// next fragments are decoded (wgmma_wait<3>; their A registers stay live. One group: pp 4096 -0.8%, two: -0.3%,
+// session 22); so at the barrier of step st only step st - 1's groups can be pending, and stage st % kCount is
+// refilled at step st + kAhead, when step st - 2's wgmmas are done.
+constexpr int kMaxStages = 16;
+template <int kPairs, int N, int kMaps>
+__device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, uint64_t* bars, const uint8_t* x_image,
+                                             const StripMaps& maps, int strip0, int slot, int entry0, int entry1,
+                                             float (&acc0)[N / 2], float (&acc1)[N / 2]) {
   using S = Stages<kPairs, N>;
+  static_assert(S::kCount <= kMaxStages, "one barrier per stage");
+  constexpr int kBox = kStrips / kMaps;
   const int lane = threadIdx.x & 31, g = lane >> 2;
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) acc0[i] = acc1[i] = 0.0f;
-  auto load_chunk = [&](uint8_t* stage, int chunk) {
-    if constexpr (kPairs == kNarrowPairs) {
-      xc.template load<N>(stage, chunk);
-      wc.load(stage + S::kXBytes, chunk);
-    } else {  // chunks are loaded in order
-      xc.template load_next<N>(stage);
-      wc.load_next(stage + S::kXBytes);
+  if (threadIdx.x == 0) {
+    if (smem_addr(smem) % 128 != 0) __trap();  // tensor copies need 128-byte aligned destinations
+    for (int s = 0; s < S::kCount; ++s) mbarrier_init(&bars[s], 1);
+  }
+  __syncthreads();
+  auto load_chunk = [&](int chunk) {
+    const int s = chunk % S::kCount;
+    uint8_t* stage = smem + s * S::kBytes;
+    uint64_t* bar = &bars[s];
+    mbarrier_arrive_expect_tx(bar, S::kBytes);
+    bulk_copy_to_shared(stage, x_image + static_cast<size_t>(chunk) * S::kXBytes, S::kXBytes, bar);
+#pragma unroll
+    for (int m = 0; m < kMaps; ++m) {
+      tensor_copy_4d(stage + S::kXBytes + m * kBox * 512, &maps.codes[m], 0, chunk, strip0, slot, bar);
+      tensor_copy_4d(stage + S::kXBytes + kStrips * 512 + m * kBox * 64, &maps.scales[m], 0, chunk, strip0, slot, bar);
     }
   };
-#pragma unroll
-  for (int s = 0; s < S::kAhead; ++s) {
-    if (s < chunks) load_chunk(smem + s * S::kBytes, s);
-    cp_async_commit();
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < S::kAhead && s < chunks; ++s) load_chunk(s);
   }
   const uint32_t smem_base = smem_addr(smem);
   for (int st = 0; st < chunks; ++st) {
-    cp_async_wait<S::kAhead - 1>();  // this thread's copies of chunk st have landed
-    wgmma::fence_proxy_async_shared();
-    __syncthreads();  // and everyone's; both warpgroups are done with the stage refilled next
-    const int next = st + S::kAhead;
-    if (next < chunks) load_chunk(smem + (next % S::kCount) * S::kBytes, next);
-    cp_async_commit();
     const int stage = st % S::kCount;
+    mbarrier_wait(&bars[stage], (st / S::kCount) & 1);
+    __syncthreads();  // both warpgroups are done with the stage refilled next
+    if (threadIdx.x == 0 && st + S::kAhead < chunks) load_chunk(st + S::kAhead);
     const uint8_t* w_stage = smem + stage * S::kBytes + S::kXBytes;
     const uint4 c0 = *reinterpret_cast<const uint4*>(w_stage + entry0 * 512 + lane * 16);
     const uint4 c1 = *reinterpret_cast<const uint4*>(w_stage + entry1 * 512 + lane * 16);
@@ -334,45 +287,35 @@ __device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, XCopies<
     step.template operator()<3>();
   }
   wgmma::wgmma_wait<0>();
-  cp_async_wait<0>();
   __syncthreads();  // shared memory is free for the epilogue
 }
 
 // Block (x: 128 intermediate rows, y: one tile of <= 128 pairs of one slot; the row blocks of a tile run side by
-// side and share its activation rows in L2): gate and up together (warpgroup wg holds rows 64 wg .. 64 wg + 63 of
-// both), then SwiGLU; act [pairs in bucket order, padded_intermediate] bf16.
+// side and share its activation image in L2): gate and up together (warpgroup wg holds rows 64 wg .. 64 wg + 63 of
+// both), then SwiGLU into down's activation image (act: tile images of [*, padded_intermediate] bf16, one chunk per
+// warpgroup).
 template <int kPairs>
 __global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
-    moe_gate_up_kernel(const uint8_t* __restrict__ pool, const model::SlotScales* __restrict__ scales,
-                       model::ExpertSlotLayout layout, const uint16_t* __restrict__ x16, const int32_t* __restrict__ sorted,
-                       const int4* __restrict__ tiles, const int32_t* __restrict__ num_tiles, int k,
-                       uint16_t* __restrict__ act) {
+    moe_gate_up_kernel(const __grid_constant__ StripMaps maps, const model::SlotScales* __restrict__ scales,
+                       model::ExpertSlotLayout layout, const uint8_t* __restrict__ x_image,
+                       const int4* __restrict__ tiles, const int32_t* __restrict__ num_tiles, uint8_t* __restrict__ act) {
   extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ int tok[kPairs];
+  __shared__ uint64_t bars[kMaxStages];
   if (static_cast<int>(blockIdx.y) >= *num_tiles) return;  // block-uniform, before any barrier
   const int4 tile = tiles[blockIdx.y];
   const int slot = tile.x, start = tile.y, count = tile.z;
-  const int H = layout.hidden, Ipad = layout.padded_intermediate;
+  const int Ipad = layout.padded_intermediate;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, w = warp & 3, g = lane >> 2, c = lane & 3;
-  if (tid < kPairs) tok[tid] = tid < count ? sorted[start + tid] / k : -1;
-  __syncthreads();
-
-  const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
-  const int chunks = layout.gate.supertiles();
-  // Strip entries 0-7: gate strips 8 x .. 8 x + 7; 8-15: the same strips of up.
-  auto strip_of = [&](int e, const model::SlotProjection*& proj, int& strip) {
-    proj = e < 8 ? &layout.gate : &layout.up;
-    strip = blockIdx.x * 8 + (e & 7);
-  };
-  const int my_tok = tok[XCopies<kPairs>::pair()];
-  const XCopies<kPairs> xc(my_tok >= 0 ? x16 + static_cast<size_t>(my_tok) * H : nullptr, x16 + static_cast<size_t>(tok[0]) * H, H);
-  const WCopies wc(base, chunks, strip_of);
+  const uint8_t* image = x_image + image_offset(blockIdx.y, start, layout.gate.cols);
+  uint8_t* act_image = act + image_offset(blockIdx.y, start, Ipad);
 
   auto tile_body = [&]<int NJ>() {
     constexpr int N = 16 * NJ;
     float accg[N / 2], accu[N / 2];
-    wgmma_k_loop<kPairs, N>(chunks, smem, xc, wc, wg * 4 + w, 8 + wg * 4 + w, accg, accu);
-    // SwiGLU into this warpgroup's [kPairs pairs][64 rows] bf16 scratch (row stride 72), then 16-byte stores.
+    wgmma_k_loop<kPairs, N, 2>(layout.gate.supertiles(), smem, bars, image, maps, blockIdx.x * 8, slot, wg * 4 + w,
+                               8 + wg * 4 + w, accg, accu);
+    // SwiGLU into this warpgroup's [kPairs pairs][64 rows] bf16 scratch (row stride 72), then 16-byte stores of
+    // its chunk of the act image (zeros past count).
     constexpr int kStride = 72;
     uint16_t* scr = reinterpret_cast<uint16_t*>(smem) + wg * (kPairs * kStride);
     const model::SlotScales s = scales[slot];
@@ -387,12 +330,13 @@ __global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
       }
     }
     __syncthreads();
-    const int col0 = blockIdx.x * 128 + wg * 64;
-    for (int id = tid & 127; id < N * 8; id += 128) {
-      const int pair = id >> 3, piece = id & 7, col = col0 + piece * 8;
-      if (pair < count && col < Ipad) {
-        *reinterpret_cast<uint4*>(act + static_cast<size_t>(start + pair) * Ipad + col) =
-            *reinterpret_cast<const uint4*>(scr + pair * kStride + piece * 8);
+    const int chunk = blockIdx.x * 2 + wg;
+    if (chunk * 64 < Ipad) {
+      uint8_t* to = act_image + static_cast<size_t>(chunk) * N * 128;
+      for (int id = tid & 127; id < N * 8; id += 128) {
+        const int pair = id >> 3, piece = id & 7;
+        const uint4 v = pair < count ? *reinterpret_cast<const uint4*>(scr + pair * kStride + piece * 8) : make_uint4(0, 0, 0, 0);
+        *reinterpret_cast<uint4*>(to + image_piece(N, pair, piece)) = v;
       }
     }
   };
@@ -403,34 +347,26 @@ __global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
 // blocks): writes the weighted fp32 partial of each pair, partial [pairs in bucket order, hidden].
 template <int kPairs>
 __global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
-    moe_down_kernel(const uint8_t* __restrict__ pool, const model::SlotScales* __restrict__ scales,
-                    model::ExpertSlotLayout layout, const uint16_t* __restrict__ act, const int32_t* __restrict__ sorted,
+    moe_down_kernel(const __grid_constant__ StripMaps maps, const model::SlotScales* __restrict__ scales,
+                    model::ExpertSlotLayout layout, const uint8_t* __restrict__ act, const int32_t* __restrict__ sorted,
                     const float* __restrict__ weights, const int4* __restrict__ tiles,
                     const int32_t* __restrict__ num_tiles, float* __restrict__ partial) {
   extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ uint64_t bars[kMaxStages];
   __shared__ float route_w[kPairs];
   if (static_cast<int>(blockIdx.y) >= *num_tiles) return;
   const int4 tile = tiles[blockIdx.y];
   const int slot = tile.x, start = tile.y, count = tile.z;
   const int H = layout.hidden, Ipad = layout.padded_intermediate;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, w = warp & 3, g = lane >> 2, c = lane & 3;
-  if (tid < kPairs) route_w[tid] = tid < count ? weights[sorted[start + tid]] : 0.0f;
-  __syncthreads();
-
-  const uint8_t* base = pool + static_cast<size_t>(slot) * layout.slot_bytes;
-  const int chunks = layout.down.supertiles();
-  auto strip_of = [&](int e, const model::SlotProjection*& proj, int& strip) {
-    proj = &layout.down;
-    strip = blockIdx.x * 16 + e;
-  };
-  const int my_pair = XCopies<kPairs>::pair();
-  const XCopies<kPairs> xc(my_pair < count ? act + static_cast<size_t>(start + my_pair) * Ipad : nullptr, act + static_cast<size_t>(start) * Ipad, Ipad);
-  const WCopies wc(base, chunks, strip_of);
+  if (tid < kPairs) route_w[tid] = tid < count ? weights[sorted[start + tid]] : 0.0f;  // before the k loop's barriers
+  const uint8_t* image = act + image_offset(blockIdx.y, start, Ipad);
 
   auto tile_body = [&]<int NJ>() {
     constexpr int N = 16 * NJ;
     float acc0[N / 2], acc1[N / 2];
-    wgmma_k_loop<kPairs, N>(chunks, smem, xc, wc, wg * 8 + w, wg * 8 + 4 + w, acc0, acc1);
+    wgmma_k_loop<kPairs, N, 1>(layout.down.supertiles(), smem, bars, image, maps, blockIdx.x * 16, slot, wg * 8 + w,
+                               wg * 8 + 4 + w, acc0, acc1);
     // Weighted partials into this warpgroup's [kPairs pairs][128 rows] fp32 scratch (row stride 132), then 16-byte
     // stores.
     constexpr int kStride = 132;
@@ -478,7 +414,10 @@ __global__ void combine_kernel(const float* __restrict__ partial, const int32_t*
 }  // namespace
 
 size_t moe_prefill_workspace_bytes(const model::ExpertSlotLayout& layout, int32_t tokens, int32_t k, int32_t num_slots) {
-  return make_plan(layout, tokens, k, num_slots).bytes;
+  // Enough for every launch of up to `tokens`: the narrow tiles' padding can need more than the wide tiles' just
+  // past the switch, so the largest narrow launch counts too.
+  const int64_t narrow_tokens = std::min<int64_t>(tokens, int64_t{kNarrowMaxPairsPerSlot} * num_slots / std::max(k, 1));
+  return std::max(make_plan(layout, tokens, k, num_slots).bytes, make_plan(layout, narrow_tokens, k, num_slots).bytes);
 }
 
 void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, const model::ExpertSlotLayout& layout,
@@ -505,25 +444,35 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
   int32_t* num_tiles = reinterpret_cast<int32_t*>(ws + plan.num_tiles);
   int32_t* sorted = reinterpret_cast<int32_t*>(ws + plan.sorted);
   int32_t* pos_of = reinterpret_cast<int32_t*>(ws + plan.pos_of);
-  uint16_t* act = reinterpret_cast<uint16_t*>(ws + plan.act);
+  uint8_t* act = ws + plan.act;
   float* partial = reinterpret_cast<float*>(ws + plan.partial);
+  uint8_t* x_image = ws + plan.partial;
   const int pairs = static_cast<int>(pairs64);
 
   IMP_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(num_slots) * 4, stream));
   count_kernel<<<(pairs + 255) / 256, 256, 0, stream>>>(slots, pairs, counts);
   IMP_CUDA_CHECK_LAUNCH();
-  const bool narrow = pairs64 <= static_cast<int64_t>(kNarrowMaxPairsPerSlot) * num_slots;
-  plan_kernel<<<1, kPlanThreads, 0, stream>>>(counts, num_slots, narrow ? kNarrowPairs : kWidePairs, cursor, tiles,
+  plan_kernel<<<1, kPlanThreads, 0, stream>>>(counts, num_slots, plan.narrow ? kNarrowPairs : kWidePairs, cursor, tiles,
                                               num_tiles);
   IMP_CUDA_CHECK_LAUNCH();
   scatter_kernel<<<(pairs + 255) / 256, 256, 0, stream>>>(slots, pairs, cursor, sorted, pos_of);
   IMP_CUDA_CHECK_LAUNCH();
+  // Grid rows: the shape's tile bound; rows past the plan's tile count exit at once.
+  const unsigned grid_tiles = static_cast<unsigned>(plan.max_tiles);
+  gather_kernel<<<dim3(grid_tiles, kGatherParts), 256, 0, stream>>>(x_bf16, sorted, tiles, num_tiles, k, layout.hidden,
+                                                                     layout.gate.cols, x_image);
+  IMP_CUDA_CHECK_LAUNCH();
+  StripMaps gate_up_maps, down_maps;
+  gate_up_maps.codes[0] = strip_tensor_map(pool, num_slots, layout.slot_bytes, layout.gate, false, 8);
+  gate_up_maps.scales[0] = strip_tensor_map(pool, num_slots, layout.slot_bytes, layout.gate, true, 8);
+  gate_up_maps.codes[1] = strip_tensor_map(pool, num_slots, layout.slot_bytes, layout.up, false, 8);
+  gate_up_maps.scales[1] = strip_tensor_map(pool, num_slots, layout.slot_bytes, layout.up, true, 8);
+  down_maps.codes[0] = strip_tensor_map(pool, num_slots, layout.slot_bytes, layout.down, false, 16);
+  down_maps.scales[0] = strip_tensor_map(pool, num_slots, layout.slot_bytes, layout.down, true, 16);
+  down_maps.codes[1] = down_maps.codes[0];
+  down_maps.scales[1] = down_maps.scales[0];
 
   auto run = [&]<int kPairs>() {
-    // Grid rows for this tile shape's bound (each slot's ceil(count / kPairs) tiles), not the workspace's bound for
-    // either shape: every row past the plan's tile count is a block that takes an SM's shared memory only to exit
-    // (at pp 4096 the wide tiles are ~525 of 832 rows instead of 1792).
-    const unsigned grid_tiles = static_cast<unsigned>((pairs64 + kPairs - 1) / kPairs + std::min<int64_t>(num_slots, pairs64));
     static const bool smem_set = [] {  // dynamic shared memory beyond 48 KB, once per tile shape
       IMP_CUDA_CHECK(cudaFuncSetAttribute(moe_gate_up_kernel<kPairs>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kPairs>));
       IMP_CUDA_CHECK(cudaFuncSetAttribute(moe_down_kernel<kPairs>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes<kPairs>));
@@ -532,14 +481,14 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
     (void)smem_set;
     const dim3 gu_grid((layout.gate.rows / 16 + 7) / 8, grid_tiles);
     const dim3 down_grid((layout.down.rows / 16 + 15) / 16, grid_tiles);
-    moe_gate_up_kernel<kPairs><<<gu_grid, kThreads, kSmemBytes<kPairs>, stream>>>(pool, scales, layout, x_bf16, sorted, tiles,
-                                                                                  num_tiles, k, act);
+    moe_gate_up_kernel<kPairs><<<gu_grid, kThreads, kSmemBytes<kPairs>, stream>>>(gate_up_maps, scales, layout, x_image,
+                                                                                  tiles, num_tiles, act);
     IMP_CUDA_CHECK_LAUNCH();
-    moe_down_kernel<kPairs><<<down_grid, kThreads, kSmemBytes<kPairs>, stream>>>(pool, scales, layout, act, sorted, weights,
-                                                                                 tiles, num_tiles, partial);
+    moe_down_kernel<kPairs><<<down_grid, kThreads, kSmemBytes<kPairs>, stream>>>(down_maps, scales, layout, act, sorted,
+                                                                                 weights, tiles, num_tiles, partial);
     IMP_CUDA_CHECK_LAUNCH();
   };
-  if (narrow) {
+  if (plan.narrow) {
     run.template operator()<kNarrowPairs>();
   } else {
     run.template operator()<kWidePairs>();

@@ -14,10 +14,12 @@
 //   The k choices of a token are summed in choice order from fp32 per-choice partials: deterministic (the
 //   bucketing uses atomics, but a token's result never depends on which tile it lands in).
 //   Steps, all on `stream`, no host synchronisation, no allocation: count (token, choice) pairs per slot,
-//   plan tiles of <= 128 pairs per slot (a slot's pairs split evenly), scatter, gate/up (+SwiGLU), down, combine.
+//   plan tiles of <= 128 pairs per slot (a slot's pairs split evenly), scatter, gather each tile's activations into
+//   its image (the layout the GEMM's stages take whole), gate/up (+SwiGLU, into down's images), down, combine. The
+//   GEMMs' weights come by bulk tensor copies (tensor_map.h): the pool 16-byte aligned, slot_bytes % 16 == 0.
 //   workspace: moe_prefill_workspace_bytes(...) bytes, 256-byte aligned; about tokens*k*(hidden*4 +
-//   padded_intermediate*2) bytes (the fp32 per-choice partials dominate: 420 MB at 4096 tokens, k 10, hidden
-//   2560). tokens <= 65535.
+//   padded_intermediate*2) bytes plus 15 rows of image padding per tile (the fp32 per-choice partials dominate:
+//   420 MB at 4096 tokens, k 10, hidden 2560; gate/up's activation images share their bytes). tokens <= 65535.
 #pragma once
 
 #include <cuda_runtime.h>

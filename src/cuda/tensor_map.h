@@ -1,0 +1,21 @@
+// Tensor maps for the bulk tensor copies (TMA, cp.async.bulk.tensor) of the expert slot pool: one instruction
+// copies a box of several strided runs (e.g. one supertile of 8 or 16 weight strips) into shared memory.
+// The map is built by the driver's cuTensorMapEncodeTiled, reached through the runtime (no libcuda link).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "model/expert_slot.h"
+
+namespace imp::cuda {
+
+// The codes (unit 512 bytes) or scales (64 bytes) of one NVFP4 projection of every slot of `pool` as a 4D
+// tensor of 32-bit words [slot][strip][supertile][unit]; a box is one supertile of `box_strips` strips (strips
+// past the projection read as zeros) and lands in shared memory as [box_strips][unit]. Throws imp::Error when
+// the driver refuses the map (e.g. a misaligned pool).
+CUtensorMap strip_tensor_map(const uint8_t* pool, int32_t num_slots, uint64_t slot_bytes, const model::SlotProjection& projection,
+                             bool scales, int32_t box_strips);
+
+}  // namespace imp::cuda
