@@ -23,26 +23,22 @@ constexpr int kNarrowMaxPairsPerSlot = 32;
 constexpr int kThreads = 256;    // two warpgroups
 constexpr int kStrips = 16;      // 16-row weight strips per block: 2 warpgroups x 4 warps x 2
 constexpr int kWStageBytes = kStrips * 512 + kStrips * 64;  // NVFP4 codes, then scales, of the block's strips
-// Each block walks several (tile, row block) items with one ring of stages sized for the shape's widest tile, so
-// that thread 0 loads the next item's first chunks while the block finishes the current one (its last chunks and
-// epilogue): a block per item paid ~4.6 us (down) to ~7.9 us (gate/up) of fill and epilogue that nothing hid
-// (session 24's timeline against wgmma_rs_pattern_probe.cu). Gate/up keeps a SwiGLU scratch outside the ring; the
-// wide tiles take one block per SM, the narrow ones two.
+// Six stages of the widest tile; the narrow tiles' blocks take 8 stages each, two blocks per SM.
 template <int kPairs>
-constexpr int kSmemBytes = kPairs == kWidePairs ? 226 * 1024 : 110 * 1024;  // 227 KB less the static barriers
-// Items per block: more would hide more fills, but ptxas serializes the wgmmas of down beyond two (C7512).
-constexpr int kGateUpItems = 4, kDownItems = 2;
-template <int kPairs>
-constexpr int kStageBytes = kPairs * 128 + kWStageBytes;
-template <int kPairs>
-constexpr int kScratchBytes = 2 * kPairs * 72 * 2;  // gate/up's SwiGLU scratch: [warpgroup][pair][64 rows + 8] bf16
-template <int kPairs, bool kScratch>
-struct Ring {
-  static constexpr int kCount = (kSmemBytes<kPairs> - (kScratch ? kScratchBytes<kPairs> : 0)) / kStageBytes<kPairs>;
+constexpr int kSmemBytes = kPairs == kWidePairs ? 6 * (kWidePairs * 128 + kWStageBytes) : 8 * (kNarrowPairs * 128 + kWStageBytes);
+static_assert(kSmemBytes<kWidePairs> <= 227 * 1024 && 2 * (kSmemBytes<kNarrowPairs> + 1024) <= 228 * 1024, "fits");
+
+// The pipeline of a tile of N pairs: each stage holds 64 inputs of the N pairs' activations (bf16), then the
+// block's weights of that supertile; narrower tiles fit more stages into the same shared memory, so more chunks
+// are in flight where a block has little to compute per chunk (few pairs per slot, e.g. short prompts).
+template <int kPairs, int N>
+struct Stages {
+  static constexpr int kXBytes = N * 128;
+  static constexpr int kBytes = kXBytes + kWStageBytes;
+  static constexpr int kCount = kSmemBytes<kPairs> / kBytes;
   static constexpr int kAhead = kCount - 2;  // a stage is refilled two k steps after its wgmmas were issued
-  static_assert(kStageBytes<kPairs> % 128 == 0 && kCount >= 6 && kCount <= 16, "128-byte aligned stages; 6 to 16");
+  static_assert(kBytes % 128 == 0 && kCount >= 6, "stages stay 128-byte aligned; at least six");
 };
-static_assert(2 * (kSmemBytes<kNarrowPairs> + 1024) <= 228 * 1024, "two narrow blocks per SM");
 
 struct Plan {
   size_t counts = 0, cursor = 0, tiles = 0, num_tiles = 0, sorted = 0, pos_of = 0, act = 0, partial = 0;
@@ -217,137 +213,112 @@ __global__ void __launch_bounds__(256) gather_kernel(const uint16_t* __restrict_
 }
 
 // The block's weights per chunk: kMaps tensor copies of codes and kMaps of scales (tensor_map.h), each a box of
-// kStrips / kMaps strips from strip `row block * 16 / kMaps` of its projection (gate/up: the gate and the up maps,
-// 8 strips each; down: one map, 16 strips).
+// kStrips / kMaps strips from strip `strip0` of its projection (gate/up: the gate and the up maps, 8 strips each;
+// down: one map, 16 strips).
 struct StripMaps {
   CUtensorMap codes[2], scales[2];
 };
 
-// One GEMM launch's work: items w = tile * row_blocks + row block (tile-major, so a tile's row blocks run side by
-// side and share its activation image in L2); block b takes items b + i * B for i < kItems, B = ceil(items /
-// kItems) (blocks from B on exit at once: the grid is sized for the tile bound). Per item a k loop over
-// `chunks` 64-input supertiles, acc0 / acc1 (N / 2 floats each, wgmma layout) += this warp's strips entry0 / entry1
-// (among the block's 16) . X^T with X chunk c the item's image chunk, then epilogue.operator()<N>(tile, row block,
-// acc0, acc1). Thread 0 fills the ring kAhead chunks ahead across items: per chunk one bulk copy of the activations
-// and the weights' tensor copies, completing on the stage's barrier. Up to three k16 groups stay in flight while the
+// The k loop of one tile: acc0 / acc1 (N / 2 floats each, wgmma layout) += this warp's strips 0 / 1 (its places
+// entry0 / entry1 among the block's 16) . X^T over `chunks` 64-input supertiles, X chunk c the image's
+// (x_image + c * N * 128). Thread 0 fills each stage by one bulk copy of the activations and the weights' tensor
+// copies, all completing on the stage's barrier, kAhead chunks ahead. Up to three k16 groups stay in flight while the
 // next fragments are decoded (wgmma_wait<3>; their A registers stay live. One group: pp 4096 -0.8%, two: -0.3%,
-// session 22); so at the barrier of chunk q only chunk q - 1's groups can be pending, and stage q % kCount is
-// refilled at chunk q + kAhead, when chunk q - 2's wgmmas are done (an item's last chunk waits for all of them).
-template <int kPairs, int kMaps, bool kScratch, int kItems, typename Epilogue>
-__device__ __forceinline__ void run_items(uint8_t* smem, uint64_t* bars, const StripMaps& maps, const int4* tiles,
-                                          int num_items, int row_blocks, int chunks, const uint8_t* images, int image_k,
-                                          int entry0, int entry1, Epilogue& epilogue) {
-  const int blocks = (num_items + kItems - 1) / kItems;
-  if (static_cast<int>(blockIdx.x) >= blocks) return;
-  using R = Ring<kPairs, kScratch>;
+// session 22); so at the barrier of step st only step st - 1's groups can be pending, and stage st % kCount is
+// refilled at step st + kAhead, when step st - 2's wgmmas are done.
+constexpr int kMaxStages = 16;
+template <int kPairs, int N, int kMaps>
+__device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, uint64_t* bars, const uint8_t* x_image,
+                                             const StripMaps& maps, int strip0, int slot, int entry0, int entry1,
+                                             float (&acc0)[N / 2], float (&acc1)[N / 2]) {
+  using S = Stages<kPairs, N>;
+  static_assert(S::kCount <= kMaxStages, "one barrier per stage");
   constexpr int kBox = kStrips / kMaps;
   const int lane = threadIdx.x & 31, g = lane >> 2;
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc0[i] = acc1[i] = 0.0f;
   if (threadIdx.x == 0) {
     if (smem_addr(smem) % 128 != 0) __trap();  // tensor copies need 128-byte aligned destinations
-    for (int s = 0; s < R::kCount; ++s) mbarrier_init(&bars[s], 1);
+    for (int s = 0; s < S::kCount; ++s) mbarrier_init(&bars[s], 1);
   }
   __syncthreads();
-  // Thread 0's next copy (item, chunk, stage counter), kept in shared memory: in registers it stayed live across
-  // the wgmmas in flight.
-  __shared__ int feed_state[3];
-  if (threadIdx.x == 0) {
-    feed_state[0] = blockIdx.x;
-    feed_state[1] = 0;
-    feed_state[2] = 0;
-  }
-  auto feed = [&]() {
-    int& feed_item = feed_state[0];
-    int& feed_chunk = feed_state[1];
-    int& fed = feed_state[2];
-    if (feed_item >= num_items || feed_item >= static_cast<int>(blockIdx.x) + kItems * blocks) return;
-    const int tile = feed_item / row_blocks, row_block = feed_item % row_blocks;
-    const int4 t = tiles[tile];
-    const uint32_t x_bytes = (t.z + 15) / 16 * 16 * 128;
-    const int s = fed % R::kCount;
-    uint8_t* stage = smem + s * kStageBytes<kPairs>;
+  auto load_chunk = [&](int chunk) {
+    const int s = chunk % S::kCount;
+    uint8_t* stage = smem + s * S::kBytes;
     uint64_t* bar = &bars[s];
-    mbarrier_arrive_expect_tx(bar, x_bytes + kWStageBytes);
-    bulk_copy_to_shared(stage, images + image_offset(tile, t.y, image_k) + static_cast<size_t>(feed_chunk) * x_bytes, x_bytes, bar);
-    uint8_t* w_stage = stage + kPairs * 128;
+    mbarrier_arrive_expect_tx(bar, S::kBytes);
+    bulk_copy_to_shared(stage, x_image + static_cast<size_t>(chunk) * S::kXBytes, S::kXBytes, bar);
 #pragma unroll
     for (int m = 0; m < kMaps; ++m) {
-      tensor_copy_4d(w_stage + m * kBox * 512, &maps.codes[m], 0, feed_chunk, row_block * kBox, t.x, bar);
-      tensor_copy_4d(w_stage + kStrips * 512 + m * kBox * 64, &maps.scales[m], 0, feed_chunk, row_block * kBox, t.x, bar);
-    }
-    ++fed;
-    if (++feed_chunk == chunks) {
-      feed_chunk = 0;
-      feed_item += blocks;
+      tensor_copy_4d(stage + S::kXBytes + m * kBox * 512, &maps.codes[m], 0, chunk, strip0, slot, bar);
+      tensor_copy_4d(stage + S::kXBytes + kStrips * 512 + m * kBox * 64, &maps.scales[m], 0, chunk, strip0, slot, bar);
     }
   };
   if (threadIdx.x == 0) {
-    for (int s = 0; s < R::kAhead; ++s) feed();
+    for (int s = 0; s < S::kAhead && s < chunks; ++s) load_chunk(s);
   }
   const uint32_t smem_base = smem_addr(smem);
-  uint32_t q = 0;  // chunks consumed
-  // kItems unrolled (an item loop made ptxas serialize the wgmmas, C7512: too few registers).
-#pragma unroll
-  for (int n = 0; n < kItems; ++n) {
-    const int item = blockIdx.x + n * blocks;
-    if (item >= num_items) break;
-    const int tile = item / row_blocks, row_block = item % row_blocks;
-    auto k_loop = [&]<int NJ>() {
-      constexpr int N = 16 * NJ;
-      float acc0[N / 2], acc1[N / 2];
-#pragma unroll
-      for (int i = 0; i < N / 2; ++i) acc0[i] = acc1[i] = 0.0f;
-      for (int st = 0; st < chunks; ++st, ++q) {
-        const int stage = q % R::kCount;
-        mbarrier_wait(&bars[stage], (q / R::kCount) & 1);
-        __syncthreads();  // both warpgroups are done with the stage refilled next
-        if (threadIdx.x == 0) feed();
-        const uint8_t* w_stage = smem + stage * kStageBytes<kPairs> + kPairs * 128;
-        const uint4 c0 = *reinterpret_cast<const uint4*>(w_stage + entry0 * 512 + lane * 16);
-        const uint4 c1 = *reinterpret_cast<const uint4*>(w_stage + entry1 * 512 + lane * 16);
-        const uint2* sc = reinterpret_cast<const uint2*>(w_stage + kStrips * 512);  // [strip][g]: rows g, g + 8
-        const uint2 s0 = sc[entry0 * 8 + g], s1 = sc[entry1 * 8 + g];
-        const uint32_t w0[4] = {c0.x, c0.y, c0.z, c0.w}, w1[4] = {c1.x, c1.y, c1.z, c1.w};
-        const uint32_t x_stage = smem_base + stage * kStageBytes<kPairs>;
-        auto step = [&]<int kQ>() {
-          uint32_t a0[4], a1[4];
-          nvfp4_fragment<kQ>(w0[kQ], s0, a0);
-          nvfp4_fragment<kQ>(w1[kQ], s1, a1);
-          wgmma::wgmma_fence();
-          const uint64_t desc = x_descriptor(x_stage + kQ * 32 * N);
-          wgmma::wgmma_rs<N>(acc0, a0, desc);
-          wgmma::wgmma_rs<N>(acc1, a1, desc);
-          wgmma::wgmma_commit();
-          wgmma::wgmma_wait<3>();
-        };
-        step.template operator()<0>();
-        step.template operator()<1>();
-        step.template operator()<2>();
-        step.template operator()<3>();
-      }
-      wgmma::wgmma_wait<0>();
-      epilogue.template operator()<N>(tile, row_block, acc0, acc1);
+  for (int st = 0; st < chunks; ++st) {
+    const int stage = st % S::kCount;
+    mbarrier_wait(&bars[stage], (st / S::kCount) & 1);
+    __syncthreads();  // both warpgroups are done with the stage refilled next
+    if (threadIdx.x == 0 && st + S::kAhead < chunks) load_chunk(st + S::kAhead);
+    const uint8_t* w_stage = smem + stage * S::kBytes + S::kXBytes;
+    const uint4 c0 = *reinterpret_cast<const uint4*>(w_stage + entry0 * 512 + lane * 16);
+    const uint4 c1 = *reinterpret_cast<const uint4*>(w_stage + entry1 * 512 + lane * 16);
+    const uint2* sc = reinterpret_cast<const uint2*>(w_stage + kStrips * 512);  // [strip][g]: rows g, g + 8
+    const uint2 s0 = sc[entry0 * 8 + g], s1 = sc[entry1 * 8 + g];
+    const uint32_t w0[4] = {c0.x, c0.y, c0.z, c0.w}, w1[4] = {c1.x, c1.y, c1.z, c1.w};
+    const uint32_t x_stage = smem_base + stage * S::kBytes;
+    auto step = [&]<int kQ>() {
+      uint32_t a0[4], a1[4];
+      nvfp4_fragment<kQ>(w0[kQ], s0, a0);
+      nvfp4_fragment<kQ>(w1[kQ], s1, a1);
+      wgmma::wgmma_fence();
+      const uint64_t desc = x_descriptor(x_stage + kQ * 32 * N);
+      wgmma::wgmma_rs<N>(acc0, a0, desc);
+      wgmma::wgmma_rs<N>(acc1, a1, desc);
+      wgmma::wgmma_commit();
+      wgmma::wgmma_wait<3>();
     };
-    run_per_pair_groups<kPairs>(tiles[tile].z, k_loop);
+    step.template operator()<0>();
+    step.template operator()<1>();
+    step.template operator()<2>();
+    step.template operator()<3>();
   }
+  wgmma::wgmma_wait<0>();
+  __syncthreads();  // shared memory is free for the epilogue
 }
 
-// Gate/up (items: 128 intermediate rows of one tile; warpgroup wg holds rows 64 wg .. 64 wg + 63 of gate and up):
-// SwiGLU into down's activation image (act: tile images of [*, padded_intermediate] bf16, one chunk per
-// warpgroup and item), through a [kPairs pairs][64 rows] bf16 scratch per warpgroup (row stride 72) after the ring.
+// Block (x: 128 intermediate rows, y: one tile of <= 128 pairs of one slot; the row blocks of a tile run side by
+// side and share its activation image in L2): gate and up together (warpgroup wg holds rows 64 wg .. 64 wg + 63 of
+// both), then SwiGLU into down's activation image (act: tile images of [*, padded_intermediate] bf16, one chunk per
+// warpgroup).
 template <int kPairs>
 __global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
     moe_gate_up_kernel(const __grid_constant__ StripMaps maps, const model::SlotScales* __restrict__ scales,
                        model::ExpertSlotLayout layout, const uint8_t* __restrict__ x_image,
                        const int4* __restrict__ tiles, const int32_t* __restrict__ num_tiles, uint8_t* __restrict__ act) {
   extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ uint64_t bars[16];
-  const int Ipad = layout.padded_intermediate, row_blocks = (layout.gate.rows / 16 + 7) / 8;
+  __shared__ uint64_t bars[kMaxStages];
+  if (static_cast<int>(blockIdx.y) >= *num_tiles) return;  // block-uniform, before any barrier
+  const int4 tile = tiles[blockIdx.y];
+  const int slot = tile.x, start = tile.y, count = tile.z;
+  const int Ipad = layout.padded_intermediate;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, w = warp & 3, g = lane >> 2, c = lane & 3;
-  constexpr int kStride = 72;
-  uint16_t* scr = reinterpret_cast<uint16_t*>(smem + Ring<kPairs, true>::kCount * kStageBytes<kPairs>) + wg * (kPairs * kStride);
-  auto epilogue = [&]<int N>(int tile, int row_block, const float (&accg)[N / 2], const float (&accu)[N / 2]) {
-    const int4 t = tiles[tile];
-    const model::SlotScales s = scales[t.x];
+  const uint8_t* image = x_image + image_offset(blockIdx.y, start, layout.gate.cols);
+  uint8_t* act_image = act + image_offset(blockIdx.y, start, Ipad);
+
+  auto tile_body = [&]<int NJ>() {
+    constexpr int N = 16 * NJ;
+    float accg[N / 2], accu[N / 2];
+    wgmma_k_loop<kPairs, N, 2>(layout.gate.supertiles(), smem, bars, image, maps, blockIdx.x * 8, slot, wg * 4 + w,
+                               8 + wg * 4 + w, accg, accu);
+    // SwiGLU into this warpgroup's [kPairs pairs][64 rows] bf16 scratch (row stride 72), then 16-byte stores of
+    // its chunk of the act image (zeros past count).
+    constexpr int kStride = 72;
+    uint16_t* scr = reinterpret_cast<uint16_t*>(smem) + wg * (kPairs * kStride);
+    const model::SlotScales s = scales[slot];
     const float fg = s.gate * kScaleFold, fu = s.up * kScaleFold;
 #pragma unroll
     for (int j = 0; j < N / 8; ++j) {
@@ -358,26 +329,22 @@ __global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
         scr[pair * kStride + row] = bf16_bits(gate / (1.0f + __expf(-gate)) * up);
       }
     }
-    // The warpgroup's own scratch: its 128 threads' named barrier (the next item's chunk barriers order the
-    // reads below before the next writes).
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
-    const int chunk = row_block * 2 + wg;
+    __syncthreads();
+    const int chunk = blockIdx.x * 2 + wg;
     if (chunk * 64 < Ipad) {
-      uint8_t* to = act + image_offset(tile, t.y, Ipad) + static_cast<size_t>(chunk) * N * 128;
+      uint8_t* to = act_image + static_cast<size_t>(chunk) * N * 128;
       for (int id = tid & 127; id < N * 8; id += 128) {
         const int pair = id >> 3, piece = id & 7;
-        const uint4 v = pair < t.z ? *reinterpret_cast<const uint4*>(scr + pair * kStride + piece * 8) : make_uint4(0, 0, 0, 0);
+        const uint4 v = pair < count ? *reinterpret_cast<const uint4*>(scr + pair * kStride + piece * 8) : make_uint4(0, 0, 0, 0);
         *reinterpret_cast<uint4*>(to + image_piece(N, pair, piece)) = v;
       }
     }
   };
-  run_items<kPairs, 2, true, kGateUpItems>(smem, bars, maps, tiles, *num_tiles * row_blocks, row_blocks, layout.gate.supertiles(),
-                             x_image, layout.gate.cols, wg * 4 + w, 8 + wg * 4 + w, epilogue);
+  run_per_pair_groups<kPairs>(count, tile_body);
 }
 
-// Down (items: 256 output rows of one tile; warpgroup wg: rows 128 wg .. 128 wg + 127 as two 64-row blocks): the
-// weighted fp32 partial of each pair, stored from the accumulators (lanes g = 0..7 of a quad column write 32
-// contiguous bytes), partial [pairs in bucket order, hidden].
+// Block (x: 256 output rows of down, y: one tile; warpgroup wg: rows 128 wg .. 128 wg + 127 as two 64-row
+// blocks): writes the weighted fp32 partial of each pair, partial [pairs in bucket order, hidden].
 template <int kPairs>
 __global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
     moe_down_kernel(const __grid_constant__ StripMaps maps, const model::SlotScales* __restrict__ scales,
@@ -385,31 +352,47 @@ __global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
                     const float* __restrict__ weights, const int4* __restrict__ tiles,
                     const int32_t* __restrict__ num_tiles, float* __restrict__ partial) {
   extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ uint64_t bars[16];
-  const int H = layout.hidden, row_blocks = (layout.down.rows / 16 + 15) / 16;
+  __shared__ uint64_t bars[kMaxStages];
+  __shared__ float route_w[kPairs];
+  if (static_cast<int>(blockIdx.y) >= *num_tiles) return;
+  const int4 tile = tiles[blockIdx.y];
+  const int slot = tile.x, start = tile.y, count = tile.z;
+  const int H = layout.hidden, Ipad = layout.padded_intermediate;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, w = warp & 3, g = lane >> 2, c = lane & 3;
-  auto epilogue = [&]<int N>(int tile, int row_block, const float (&acc0)[N / 2], const float (&acc1)[N / 2]) {
-    const int4 t = tiles[tile];
-    const float fd = scales[t.x].down * kScaleFold;
-    const int row0 = row_block * 256 + wg * 128 + 16 * w + g;  // acc0's rows row0, row0 + 8; acc1's 64 further
+  if (tid < kPairs) route_w[tid] = tid < count ? weights[sorted[start + tid]] : 0.0f;  // before the k loop's barriers
+  const uint8_t* image = act + image_offset(blockIdx.y, start, Ipad);
+
+  auto tile_body = [&]<int NJ>() {
+    constexpr int N = 16 * NJ;
+    float acc0[N / 2], acc1[N / 2];
+    wgmma_k_loop<kPairs, N, 1>(layout.down.supertiles(), smem, bars, image, maps, blockIdx.x * 16, slot, wg * 8 + w,
+                               wg * 8 + 4 + w, acc0, acc1);
+    // Weighted partials into this warpgroup's [kPairs pairs][128 rows] fp32 scratch (row stride 132), then 16-byte
+    // stores.
+    constexpr int kStride = 132;
+    float* scr = reinterpret_cast<float*>(smem) + wg * (kPairs * kStride);
+    const float fd = scales[slot].down * kScaleFold;
 #pragma unroll
     for (int j = 0; j < N / 8; ++j) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int pair = 8 * j + 2 * c + h;
-        if (pair >= t.z) continue;
-        const float rw = __ldg(weights + __ldg(sorted + t.y + pair)) * fd;
-        float* out = partial + static_cast<size_t>(t.y + pair) * H;
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          if (row0 + 8 * r < H) out[row0 + 8 * r] = acc0[4 * j + 2 * r + h] * rw;
-          if (row0 + 64 + 8 * r < H) out[row0 + 64 + 8 * r] = acc1[4 * j + 2 * r + h] * rw;
-        }
+      for (int e = 0; e < 4; ++e) {
+        const int pair = 8 * j + 2 * c + (e & 1), row = 16 * w + g + 8 * (e >> 1);
+        const float rw = route_w[pair] * fd;
+        scr[pair * kStride + row] = acc0[4 * j + e] * rw;
+        scr[pair * kStride + 64 + row] = acc1[4 * j + e] * rw;
+      }
+    }
+    __syncthreads();
+    const int row0 = blockIdx.x * 256 + wg * 128;
+    for (int id = tid & 127; id < N * 32; id += 128) {
+      const int pair = id >> 5, piece = id & 31, row = row0 + piece * 4;
+      if (pair < count && row < H) {
+        *reinterpret_cast<float4*>(partial + static_cast<size_t>(start + pair) * H + row) =
+            *reinterpret_cast<const float4*>(scr + pair * kStride + piece * 4);
       }
     }
   };
-  run_items<kPairs, 1, false, kDownItems>(smem, bars, maps, tiles, *num_tiles * row_blocks, row_blocks, layout.down.supertiles(), act,
-                              layout.padded_intermediate, wg * 8 + w, wg * 8 + 4 + w, epilogue);
+  run_per_pair_groups<kPairs>(count, tile_body);
 }
 
 // y[t, :] = sum_j partial[pos_of[t*k + j], :], in choice order.
@@ -496,14 +479,13 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
       return true;
     }();
     (void)smem_set;
-    // Blocks of kItems items each for the shape's tile bound (those past the items there are exit at once).
-    const int64_t gu_blocks = (plan.max_tiles * ((layout.gate.rows / 16 + 7) / 8) + kGateUpItems - 1) / kGateUpItems;
-    const int64_t down_blocks = (plan.max_tiles * ((layout.down.rows / 16 + 15) / 16) + kDownItems - 1) / kDownItems;
-    moe_gate_up_kernel<kPairs><<<static_cast<unsigned>(gu_blocks), kThreads, kSmemBytes<kPairs>, stream>>>(
-        gate_up_maps, scales, layout, x_image, tiles, num_tiles, act);
+    const dim3 gu_grid((layout.gate.rows / 16 + 7) / 8, grid_tiles);
+    const dim3 down_grid((layout.down.rows / 16 + 15) / 16, grid_tiles);
+    moe_gate_up_kernel<kPairs><<<gu_grid, kThreads, kSmemBytes<kPairs>, stream>>>(gate_up_maps, scales, layout, x_image,
+                                                                                  tiles, num_tiles, act);
     IMP_CUDA_CHECK_LAUNCH();
-    moe_down_kernel<kPairs><<<static_cast<unsigned>(down_blocks), kThreads, kSmemBytes<kPairs>, stream>>>(
-        down_maps, scales, layout, act, sorted, weights, tiles, num_tiles, partial);
+    moe_down_kernel<kPairs><<<down_grid, kThreads, kSmemBytes<kPairs>, stream>>>(down_maps, scales, layout, act, sorted,
+                                                                                 weights, tiles, num_tiles, partial);
     IMP_CUDA_CHECK_LAUNCH();
   };
   if (plan.narrow) {
