@@ -6,10 +6,15 @@
 # pp 4096 launch of each GEMM of both builds: durations, warp stalls per issue and per SASS instruction (summarize
 # with bench/tools/ncu_sass_top.py), L1 / L2 / DRAM throughput. Suspects: down's 4-byte partial stores from the
 # accumulators, the 226 KB of shared memory (little L1 left), the k loop instantiated per item (4 x 8 copies in
-# gate/up: instruction cache), thread 0's feed between two barriers.
+# gate/up: instruction cache), thread 0's feed between two barriers, the items' order (block b takes items b + n B,
+# so a tile's row blocks meet in L2 only while the blocks stay in step). Then an A/B with two variants that each
+# change one suspect: p_contiguous (session25_moe_prefill_persistent_items_contiguous.patch: block b takes items
+# b kItems + n, a tile's row blocks in turn) and p_two (..._two.patch: gate/up blocks of two items, half the k-loop
+# copies), and prefill timelines of all four.
 # Build here: bench/tools/build_variant.sh - head25; bench/tools/build_variant.sh
-# bench/experiments/session24_moe_prefill_persistent_items.patch persist2. Carry build/carry.tar.xz
-# (build/exp/imp_{head25,persist2}, build/cuda/bin/lib).
+# bench/experiments/session24_moe_prefill_persistent_items.patch persist2; the same for the two session25 patches
+# as p_contiguous and p_two. Carry build/carry.tar.xz (build/exp/imp_{head25,persist2,p_contiguous,p_two},
+# build/cuda/bin/lib, build/exp/lib, build/exp/libkernel_timeline.so).
 set -uo pipefail
 out=${OUT:-/tmp/imp_out}; mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
@@ -29,5 +34,5 @@ for v in head25 persist2; do
     grep -E "Duration|L1/TEX Hit|L2 Hit|DRAM Throughput|Registers Per|Shared Memory Config" "$out/${name}_details.txt" | head -8
   done
 done
-archive=$(mktemp /tmp/visit_outputs.XXXXXX)
-tar -czf "$archive" -C "$out" . && find "$out" -maxdepth 1 -type f -delete && mv "$archive" "$out/visit_outputs.tar.gz"
+VARIANTS="head25 persist2 p_contiguous p_two" AB_ARGS="--pp 4096,16384 --tg 1 --context 1 --runs 5" \
+  bash bench/tools/variants_visit.sh  # packs everything in $OUT into visit_outputs.tar.gz
