@@ -462,15 +462,12 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
   gather_kernel<<<dim3(grid_tiles, kGatherParts), 256, 0, stream>>>(x_bf16, sorted, tiles, num_tiles, k, layout.hidden,
                                                                      layout.gate.cols, x_image);
   IMP_CUDA_CHECK_LAUNCH();
-  StripMaps gate_up_maps, down_maps;
-  gate_up_maps.codes[0] = strip_tensor_map(pool, num_slots, layout.slot_bytes, layout.gate, false, 8);
-  gate_up_maps.scales[0] = strip_tensor_map(pool, num_slots, layout.slot_bytes, layout.gate, true, 8);
-  gate_up_maps.codes[1] = strip_tensor_map(pool, num_slots, layout.slot_bytes, layout.up, false, 8);
-  gate_up_maps.scales[1] = strip_tensor_map(pool, num_slots, layout.slot_bytes, layout.up, true, 8);
-  down_maps.codes[0] = strip_tensor_map(pool, num_slots, layout.slot_bytes, layout.down, false, 16);
-  down_maps.scales[0] = strip_tensor_map(pool, num_slots, layout.slot_bytes, layout.down, true, 16);
-  down_maps.codes[1] = down_maps.codes[0];
-  down_maps.scales[1] = down_maps.scales[0];
+  auto map = [&](const model::SlotProjection& projection, bool of_scales, int32_t box_strips) {
+    return strip_tensor_map(pool, num_slots, layout.slot_bytes, projection, of_scales, box_strips);
+  };
+  const StripMaps gate_up_maps{{map(layout.gate, false, 8), map(layout.up, false, 8)},
+                               {map(layout.gate, true, 8), map(layout.up, true, 8)}};
+  const StripMaps down_maps{{map(layout.down, false, 16)}, {map(layout.down, true, 16)}};  // one map each (kMaps 1)
 
   auto run = [&]<int kPairs>() {
     static const bool smem_set = [] {  // dynamic shared memory beyond 48 KB, once per tile shape
