@@ -19,6 +19,9 @@ set -uo pipefail
 out=${OUT:-/tmp/imp_out}; mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 cfg=bench/configs/flash-next-4layers.json
+echo "== gpu tests of the head (996d066's launcher mend ran on no GPU yet)"
+build/exp/imp_gpu_tests_head25 --gtest_filter="*MoePrefill*:*Golden*:*Prefill*" > "$out/gpu_tests_head25.log" 2>&1; echo "gpu tests rc=$?"
+grep -E "golden-cuda|FAILED|PASSED|tests ran" "$out/gpu_tests_head25.log" | tail -20
 sections="--section SpeedOfLight --section WarpStateStats --section SourceCounters --section MemoryWorkloadAnalysis --section LaunchStats --section Occupancy"
 stalls="--metrics regex:^smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active\.ratio$"
 for v in head25 persist2; do
@@ -34,5 +37,5 @@ for v in head25 persist2; do
     grep -E "Duration|L1/TEX Hit|L2 Hit|DRAM Throughput|Registers Per|Shared Memory Config" "$out/${name}_details.txt" | head -8
   done
 done
-VARIANTS="head25 persist2 p_contiguous p_two" AB_ARGS="--pp 4096,16384 --tg 1 --context 1 --runs 5" \
+VARIANTS="head25 persist2 p_contiguous p_two" AB_ARGS="--pp 4096 --tg 1 --context 1 --runs 5" \
   bash bench/tools/variants_visit.sh  # packs everything in $OUT into visit_outputs.tar.gz
