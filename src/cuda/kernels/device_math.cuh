@@ -82,6 +82,24 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(shared_address(bar)), "r"(bytes)
                : "memory");
 }
+// A plain arrival (no copies announced) of the calling thread where `arrive` holds: predicated, not a branch, so
+// that ptxas keeps wgmmas in flight across it (a branch between wgmmas made it serialize them, C7512).
+__device__ __forceinline__ void mbarrier_arrive_if(bool arrive, uint64_t* bar) {
+  asm volatile(
+      "{\n .reg .pred p;\n setp.ne.b32 p, %0, 0;\n @p mbarrier.arrive.shared::cta.b64 _, [%1];\n}\n" ::"r"(
+          static_cast<uint32_t>(arrive)),
+      "r"(shared_address(bar))
+      : "memory");
+}
+// A warpgroup's registers per thread, lowered or raised (sm_90a; all of its warps, converged; multiples of 8).
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
 __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
   asm volatile(
       "{\n .reg .pred done;\n wait_%=:\n mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"

@@ -20,24 +20,41 @@ constexpr int kWidePairs = 128, kNarrowPairs = 32;
 // full-scale dummy model, medians of 5): narrow against wide tiles at pp 512 (10 pairs per slot) 6237 against
 // 5429 tok/s, at pp 1024 (20) 8818 against 8122; at pp 2048 (40) wide is faster, 10616 against 10317.
 constexpr int kNarrowMaxPairsPerSlot = 32;
-constexpr int kThreads = 256;    // two warpgroups
+// Two consumer warpgroups (the wgmmas) and a producer warpgroup, of which thread 256 issues every stage's copies.
+// A producer of one warp would not do: an SM sub-partition holding three of the nine warps gives each <= 168
+// registers, and at that cap ptxas serializes the wide tiles' wgmmas (C7512). A whole warpgroup hands its
+// registers to the consumers (setmaxnreg) through the block's pool: what the consumers take must not exceed what
+// the producer gives back, or they wait for it forever.
+constexpr int kConsumerWarps = 8, kConsumerThreads = 32 * kConsumerWarps, kThreads = kConsumerThreads + 128;
+template <int kPairs>
+constexpr int kBlocksPerSm = kPairs == kWidePairs ? 1 : 2;
+template <int kPairs>
+constexpr int kLaunchRegs = 65536 / (kThreads * kBlocksPerSm<kPairs>) / 8 * 8;  // ptxas's cap from the launch bounds
+template <int kPairs>
+constexpr int kConsumerRegs = kPairs == kWidePairs ? 232 : 104;
+template <int kPairs>
+constexpr int kProducerRegs = kPairs == kWidePairs ? 40 : 24;
+static_assert(2 * (kConsumerRegs<kWidePairs> - kLaunchRegs<kWidePairs>) <= kLaunchRegs<kWidePairs> - kProducerRegs<kWidePairs> &&
+                  2 * (kConsumerRegs<kNarrowPairs> - kLaunchRegs<kNarrowPairs>) <= kLaunchRegs<kNarrowPairs> - kProducerRegs<kNarrowPairs>,
+              "two consumer warpgroups take at most what the producer warpgroup gives back");
 constexpr int kStrips = 16;      // 16-row weight strips per block: 2 warpgroups x 4 warps x 2
 constexpr int kWStageBytes = kStrips * 512 + kStrips * 64;  // NVFP4 codes, then scales, of the block's strips
-// Six stages of the widest tile; the narrow tiles' blocks take 8 stages each, two blocks per SM.
+// Eight stages of the widest tile per block (six before the producer warpgroup: pp 4096 +0.4% more, session 25);
+// the narrow tiles' blocks take 8 stages each, two blocks per SM.
 template <int kPairs>
-constexpr int kSmemBytes = kPairs == kWidePairs ? 6 * (kWidePairs * 128 + kWStageBytes) : 8 * (kNarrowPairs * 128 + kWStageBytes);
+constexpr int kSmemBytes = 8 * ((kPairs == kWidePairs ? kWidePairs : kNarrowPairs) * 128 + kWStageBytes);
 static_assert(kSmemBytes<kWidePairs> <= 227 * 1024 && 2 * (kSmemBytes<kNarrowPairs> + 1024) <= 228 * 1024, "fits");
 
 // The pipeline of a tile of N pairs: each stage holds 64 inputs of the N pairs' activations (bf16), then the
 // block's weights of that supertile; narrower tiles fit more stages into the same shared memory, so more chunks
 // are in flight where a block has little to compute per chunk (few pairs per slot, e.g. short prompts).
+constexpr int kMaxStages = 16;  // the kernels' full / empty barrier pairs
 template <int kPairs, int N>
 struct Stages {
   static constexpr int kXBytes = N * 128;
   static constexpr int kBytes = kXBytes + kWStageBytes;
-  static constexpr int kCount = kSmemBytes<kPairs> / kBytes;
-  static constexpr int kAhead = kCount - 2;  // a stage is refilled two k steps after its wgmmas were issued
-  static_assert(kBytes % 128 == 0 && kCount >= 6, "stages stay 128-byte aligned; at least six");
+  static constexpr int kCount = std::min(kSmemBytes<kPairs> / kBytes, kMaxStages);
+  static_assert(kBytes % 128 == 0 && kCount >= 8, "stages stay 128-byte aligned; at least eight");
 };
 
 struct Plan {
@@ -219,50 +236,66 @@ struct StripMaps {
   CUtensorMap codes[2], scales[2];
 };
 
+// The consumer warpgroups' barrier (the producer warpgroup has left by then).
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
+}
+
 // The k loop of one tile: acc0 / acc1 (N / 2 floats each, wgmma layout) += this warp's strips 0 / 1 (its places
 // entry0 / entry1 among the block's 16) . X^T over `chunks` 64-input supertiles, X chunk c the image's
-// (x_image + c * N * 128). Thread 0 fills each stage by one bulk copy of the activations and the weights' tensor
-// copies, all completing on the stage's barrier, kAhead chunks ahead. Up to three k16 groups stay in flight while the
-// next fragments are decoded (wgmma_wait<3>; their A registers stay live. One group: pp 4096 -0.8%, two: -0.3%,
-// session 22); so at the barrier of step st only step st - 1's groups can be pending, and stage st % kCount is
-// refilled at step st + kAhead, when step st - 2's wgmmas are done.
-constexpr int kMaxStages = 16;
+// (x_image + c * N * 128). Thread 256 (the producer warpgroup's first) fills each stage by one bulk copy of the activations and the
+// weights' tensor copies, all completing on the stage's full barrier, as soon as the stage's empty barrier says
+// every consumer warp is done with its previous chunk: no block barrier per chunk, and the copies' issue is off
+// the consumers' path (with thread 0 issuing them between two block barriers, every chunk waited for its feed;
+// session 25's Nsight Compute of the persistent-items variant, whose feed was longer, showed the barrier stalls
+// doubling). Up to three k16 groups stay in flight while the next fragments are decoded (wgmma_wait<3>; their A
+// registers stay live. One group: pp 4096 -0.8%, two: -0.3%, session 22); so after step 2 of chunk st every group
+// of chunk st - 1 is complete, and each consumer warp releases that chunk's stage there. Returns false in the
+// producer warpgroup, which has nothing more to do.
 template <int kPairs, int N, int kMaps>
-__device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, uint64_t* bars, const uint8_t* x_image,
-                                             const StripMaps& maps, int strip0, int slot, int entry0, int entry1,
-                                             float (&acc0)[N / 2], float (&acc1)[N / 2]) {
+__device__ __forceinline__ bool wgmma_k_loop(int chunks, uint8_t* smem, uint64_t* full, uint64_t* empty,
+                                             const uint8_t* x_image, const StripMaps& maps, int strip0, int slot,
+                                             int entry0, int entry1, float (&acc0)[N / 2], float (&acc1)[N / 2]) {
   using S = Stages<kPairs, N>;
-  static_assert(S::kCount <= kMaxStages, "one barrier per stage");
+  static_assert(S::kCount <= kMaxStages, "one barrier pair per stage");
   constexpr int kBox = kStrips / kMaps;
   const int lane = threadIdx.x & 31, g = lane >> 2;
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) acc0[i] = acc1[i] = 0.0f;
   if (threadIdx.x == 0) {
     if (smem_addr(smem) % 128 != 0) __trap();  // tensor copies need 128-byte aligned destinations
-    for (int s = 0; s < S::kCount; ++s) mbarrier_init(&bars[s], 1);
+    for (int s = 0; s < S::kCount; ++s) {
+      mbarrier_init(&full[s], 1);
+      mbarrier_init(&empty[s], kConsumerWarps);
+    }
   }
   __syncthreads();
-  auto load_chunk = [&](int chunk) {
-    const int s = chunk % S::kCount;
-    uint8_t* stage = smem + s * S::kBytes;
-    uint64_t* bar = &bars[s];
-    mbarrier_arrive_expect_tx(bar, S::kBytes);
-    bulk_copy_to_shared(stage, x_image + static_cast<size_t>(chunk) * S::kXBytes, S::kXBytes, bar);
+  if (threadIdx.x >= kConsumerThreads) {
+    setmaxnreg_dec<kProducerRegs<kPairs>>();
+    if (threadIdx.x == kConsumerThreads) {
+      for (int chunk = 0, s = 0, round = 0; chunk < chunks; ++chunk) {
+        if (round > 0) mbarrier_wait(&empty[s], (round - 1) & 1);
+        uint8_t* stage = smem + s * S::kBytes;
+        mbarrier_arrive_expect_tx(&full[s], S::kBytes);
+        bulk_copy_to_shared(stage, x_image + static_cast<size_t>(chunk) * S::kXBytes, S::kXBytes, &full[s]);
 #pragma unroll
-    for (int m = 0; m < kMaps; ++m) {
-      tensor_copy_4d(stage + S::kXBytes + m * kBox * 512, &maps.codes[m], 0, chunk, strip0, slot, bar);
-      tensor_copy_4d(stage + S::kXBytes + kStrips * 512 + m * kBox * 64, &maps.scales[m], 0, chunk, strip0, slot, bar);
+        for (int m = 0; m < kMaps; ++m) {
+          tensor_copy_4d(stage + S::kXBytes + m * kBox * 512, &maps.codes[m], 0, chunk, strip0, slot, &full[s]);
+          tensor_copy_4d(stage + S::kXBytes + kStrips * 512 + m * kBox * 64, &maps.scales[m], 0, chunk, strip0, slot,
+                         &full[s]);
+        }
+        if (++s == S::kCount) {
+          s = 0;
+          ++round;
+        }
+      }
     }
-  };
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < S::kAhead && s < chunks; ++s) load_chunk(s);
+    return false;
   }
+  setmaxnreg_inc<kConsumerRegs<kPairs>>();
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc0[i] = acc1[i] = 0.0f;
   const uint32_t smem_base = smem_addr(smem);
-  for (int st = 0; st < chunks; ++st) {
-    const int stage = st % S::kCount;
-    mbarrier_wait(&bars[stage], (st / S::kCount) & 1);
-    __syncthreads();  // both warpgroups are done with the stage refilled next
-    if (threadIdx.x == 0 && st + S::kAhead < chunks) load_chunk(st + S::kAhead);
+  for (int st = 0, stage = 0, round = 0, prev = S::kCount - 1; st < chunks; ++st) {
+    mbarrier_wait(&full[stage], round & 1);
     const uint8_t* w_stage = smem + stage * S::kBytes + S::kXBytes;
     const uint4 c0 = *reinterpret_cast<const uint4*>(w_stage + entry0 * 512 + lane * 16);
     const uint4 c1 = *reinterpret_cast<const uint4*>(w_stage + entry1 * 512 + lane * 16);
@@ -284,10 +317,17 @@ __device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, uint64_t
     step.template operator()<0>();
     step.template operator()<1>();
     step.template operator()<2>();
+    mbarrier_arrive_if(st > 0 && lane == 0, &empty[prev]);
     step.template operator()<3>();
+    prev = stage;
+    if (++stage == S::kCount) {
+      stage = 0;
+      ++round;
+    }
   }
   wgmma::wgmma_wait<0>();
-  __syncthreads();  // shared memory is free for the epilogue
+  consumer_sync();  // shared memory is free for the epilogue
+  return true;
 }
 
 // Block (x: 128 intermediate rows, y: one tile of <= 128 pairs of one slot; the row blocks of a tile run side by
@@ -295,12 +335,12 @@ __device__ __forceinline__ void wgmma_k_loop(int chunks, uint8_t* smem, uint64_t
 // both), then SwiGLU into down's activation image (act: tile images of [*, padded_intermediate] bf16, one chunk per
 // warpgroup).
 template <int kPairs>
-__global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm<kPairs>)
     moe_gate_up_kernel(const __grid_constant__ StripMaps maps, const model::SlotScales* __restrict__ scales,
                        model::ExpertSlotLayout layout, const uint8_t* __restrict__ x_image,
                        const int4* __restrict__ tiles, const int32_t* __restrict__ num_tiles, uint8_t* __restrict__ act) {
   extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ uint64_t bars[kMaxStages];
+  __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
   if (static_cast<int>(blockIdx.y) >= *num_tiles) return;  // block-uniform, before any barrier
   const int4 tile = tiles[blockIdx.y];
   const int slot = tile.x, start = tile.y, count = tile.z;
@@ -312,8 +352,10 @@ __global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
   auto tile_body = [&]<int NJ>() {
     constexpr int N = 16 * NJ;
     float accg[N / 2], accu[N / 2];
-    wgmma_k_loop<kPairs, N, 2>(layout.gate.supertiles(), smem, bars, image, maps, blockIdx.x * 8, slot, wg * 4 + w,
-                               8 + wg * 4 + w, accg, accu);
+    if (!wgmma_k_loop<kPairs, N, 2>(layout.gate.supertiles(), smem, full, empty, image, maps, blockIdx.x * 8, slot,
+                                    wg * 4 + w, 8 + wg * 4 + w, accg, accu)) {
+      return;
+    }
     // SwiGLU into this warpgroup's [kPairs pairs][64 rows] bf16 scratch (row stride 72), then 16-byte stores of
     // its chunk of the act image (zeros past count).
     constexpr int kStride = 72;
@@ -329,7 +371,7 @@ __global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
         scr[pair * kStride + row] = bf16_bits(gate / (1.0f + __expf(-gate)) * up);
       }
     }
-    __syncthreads();
+    consumer_sync();
     const int chunk = blockIdx.x * 2 + wg;
     if (chunk * 64 < Ipad) {
       uint8_t* to = act_image + static_cast<size_t>(chunk) * N * 128;
@@ -346,13 +388,13 @@ __global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
 // Block (x: 256 output rows of down, y: one tile; warpgroup wg: rows 128 wg .. 128 wg + 127 as two 64-row
 // blocks): writes the weighted fp32 partial of each pair, partial [pairs in bucket order, hidden].
 template <int kPairs>
-__global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm<kPairs>)
     moe_down_kernel(const __grid_constant__ StripMaps maps, const model::SlotScales* __restrict__ scales,
                     model::ExpertSlotLayout layout, const uint8_t* __restrict__ act, const int32_t* __restrict__ sorted,
                     const float* __restrict__ weights, const int4* __restrict__ tiles,
                     const int32_t* __restrict__ num_tiles, float* __restrict__ partial) {
   extern __shared__ __align__(128) uint8_t smem[];
-  __shared__ uint64_t bars[kMaxStages];
+  __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
   __shared__ float route_w[kPairs];
   if (static_cast<int>(blockIdx.y) >= *num_tiles) return;
   const int4 tile = tiles[blockIdx.y];
@@ -365,8 +407,10 @@ __global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
   auto tile_body = [&]<int NJ>() {
     constexpr int N = 16 * NJ;
     float acc0[N / 2], acc1[N / 2];
-    wgmma_k_loop<kPairs, N, 1>(layout.down.supertiles(), smem, bars, image, maps, blockIdx.x * 16, slot, wg * 8 + w,
-                               wg * 8 + 4 + w, acc0, acc1);
+    if (!wgmma_k_loop<kPairs, N, 1>(layout.down.supertiles(), smem, full, empty, image, maps, blockIdx.x * 16, slot,
+                                    wg * 8 + w, wg * 8 + 4 + w, acc0, acc1)) {
+      return;
+    }
     // Weighted partials into this warpgroup's [kPairs pairs][128 rows] fp32 scratch (row stride 132), then 16-byte
     // stores.
     constexpr int kStride = 132;
@@ -382,7 +426,7 @@ __global__ void __launch_bounds__(kThreads, kPairs == kNarrowPairs ? 2 : 1)
         scr[pair * kStride + 64 + row] = acc1[4 * j + e] * rw;
       }
     }
-    __syncthreads();
+    consumer_sync();
     const int row0 = blockIdx.x * 256 + wg * 128;
     for (int id = tid & 127; id < N * 32; id += 128) {
       const int pair = id >> 5, piece = id & 31, row = row0 + piece * 4;
