@@ -20,4 +20,5 @@ ninja -C build/cuda imp imp_gpu_tests > /dev/null
 cp build/cuda/bin/imp "build/exp/imp_$name"
 cp build/cuda/tests/imp_gpu_tests "build/exp/imp_gpu_tests_$name"
 label=$(git rev-parse --short HEAD); [ "$patch" != - ] && label="$label + $patch"
+echo "$label" > "build/exp/imp_$name.label"  # variants_visit.sh records it as the run's commit
 echo "build/exp/imp_$name, build/exp/imp_gpu_tests_$name: $label"
