@@ -8,9 +8,10 @@
 # tree ("head26", b8686a5 = ecdcb23's kernels). Each variant's tiny MoE prefill tests first under a timeout (a
 # hang shows as rc 124 and drops the variant), then its MoE prefill, prefill and golden tests, memcheck of the
 # tiny tests, the A/B in two rounds and timelines.
-# Build here: bench/tools/build_variant.sh - head26; ... session25_moe_prefill_persistent_producer.patch pers;
+# Build here (labels of d328fb1 are ready in build/exp with build/carry.tar.xz): bench/tools/build_variant.sh - head26;
+# ... session25_moe_prefill_persistent_producer.patch pers;
 # ... session25_moe_prefill_persistent_producer.patch+bench/experiments/session25_moe_prefill_producer_gathers_x.patch
-# persg. Carry build/carry.tar.xz (build/exp/imp_{head26,pers,persg}, imp_gpu_tests_{pers,persg},
+# persg. Carry build/carry.tar.xz (build/exp/imp_{head26,pers,persg} with their .label files, imp_gpu_tests_{pers,persg},
 # build/cuda/bin/lib, build/exp/lib, build/exp/libkernel_timeline.so).
 set -uo pipefail
 out=${OUT:-/tmp/imp_out}; mkdir -p "$out"
