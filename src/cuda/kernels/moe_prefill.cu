@@ -243,12 +243,12 @@ __device__ __forceinline__ void consumer_sync() {
 
 // The k loop of one tile: acc0 / acc1 (N / 2 floats each, wgmma layout) += this warp's strips 0 / 1 (its places
 // entry0 / entry1 among the block's 16) . X^T over `chunks` 64-input supertiles, X chunk c the image's
-// (x_image + c * N * 128). Thread 256 (the producer warpgroup's first) fills each stage by one bulk copy of the activations and the
-// weights' tensor copies, all completing on the stage's full barrier, as soon as the stage's empty barrier says
-// every consumer warp is done with its previous chunk: no block barrier per chunk, and the copies' issue is off
-// the consumers' path (with thread 0 issuing them between two block barriers, every chunk waited for its feed;
-// session 25's Nsight Compute of the persistent-items variant, whose feed was longer, showed the barrier stalls
-// doubling). Up to three k16 groups stay in flight while the next fragments are decoded (wgmma_wait<3>; their A
+// (x_image + c * N * 128). Thread 256 (the producer warpgroup's first) fills each stage by one bulk copy of the
+// activations and the weights' tensor copies, all completing on the stage's full barrier, as soon as the stage's
+// empty barrier says every consumer warp is done with its previous chunk: no block barrier per chunk, and the
+// copies' issue is off the consumers' path (with thread 0 issuing them between two block barriers, every chunk
+// waited for its feed; session 25's Nsight Compute of the persistent-items variant, whose feed was longer, showed
+// the barrier stalls doubling). Up to three k16 groups stay in flight while the next fragments are decoded (wgmma_wait<3>; their A
 // registers stay live. One group: pp 4096 -0.8%, two: -0.3%, session 22); so after step 2 of chunk st every group
 // of chunk st - 1 is complete, and each consumer warp releases that chunk's stage there. Returns false in the
 // producer warpgroup, which has nothing more to do.
