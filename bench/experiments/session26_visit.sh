@@ -5,10 +5,10 @@
 # loaded during the current item's tail and epilogue; down's route weights sorted by the scatter kernel and loaded
 # at the item's start), and the same with gate/up's activations gathered from x by the producer warpgroup's
 # cp.async instead of the gather kernel ("persg", + session25_moe_prefill_producer_gathers_x.patch), against the
-# tree ("head26", 9eb267f = ecdcb23's kernels). Each variant's tiny MoE prefill tests first under a timeout (a
+# tree ("head26", 0b9e308 = ecdcb23's kernels). Each variant's tiny MoE prefill tests first under a timeout (a
 # hang shows as rc 124 and drops the variant), then its MoE prefill, prefill and golden tests, memcheck of the
 # tiny tests, the A/B in two rounds and timelines.
-# Build here (session 25 left them built at 9eb267f, packed in build/carry.tar.xz): bench/tools/build_variant.sh - head26;
+# Build here (session 25 left them built at 0b9e308, packed in build/carry.tar.xz): bench/tools/build_variant.sh - head26;
 # ... session25_moe_prefill_persistent_producer.patch pers;
 # ... session25_moe_prefill_persistent_producer.patch+bench/experiments/session25_moe_prefill_producer_gathers_x.patch
 # persg. Carry build/carry.tar.xz (build/exp/imp_{head26,pers,persg} with their .label files, imp_gpu_tests_{pers,persg},
