@@ -7,15 +7,17 @@
 # cp.async instead of the gather kernel ("persg", + session25_moe_prefill_producer_gathers_x.patch), against the
 # tree ("head26", 0b9e308 = ecdcb23's kernels). Each variant's tiny MoE prefill tests first under a timeout (a
 # hang shows as rc 124 and drops the variant), then its MoE prefill, prefill and golden tests, memcheck of the
-# tiny tests, the A/B in two rounds and timelines.
+# tiny tests, the A/B in two rounds and timelines. First, in seconds, bench/experiments/wgmma_mn_major_probe.cu.
 # Build here (session 25 left them built at 0b9e308, packed in build/carry.tar.xz): bench/tools/build_variant.sh - head26;
 # ... session25_moe_prefill_persistent_producer.patch pers;
 # ... session25_moe_prefill_persistent_producer.patch+bench/experiments/session25_moe_prefill_producer_gathers_x.patch
 # persg. Carry build/carry.tar.xz (build/exp/imp_{head26,pers,persg} with their .label files, imp_gpu_tests_{pers,persg},
-# build/cuda/bin/lib, build/exp/lib, build/exp/libkernel_timeline.so).
+# build/cuda/bin/lib, build/exp/lib, build/exp/libkernel_timeline.so, build/exp/wgmma_mn_major_probe).
 set -uo pipefail
 out=${OUT:-/tmp/imp_out}; mkdir -p "$out"
 export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+echo "== wgmma with B MN-major (what a wgmma flash attention's O = P V needs; bench/experiments/wgmma_mn_major_probe.cu)"
+timeout 30 build/exp/wgmma_mn_major_probe > "$out/wgmma_mn_major_probe.txt" 2>&1; echo "probe rc=$?"; cat "$out/wgmma_mn_major_probe.txt"
 variants="head26"
 for v in pers persg; do
   t=build/exp/imp_gpu_tests_$v
