@@ -2,7 +2,7 @@
 # Prefill A/B/C... of several builds in one GPU visit: VARIANTS="a b c" runs build/exp/imp_<name> for each name at
 # pp 4096 (AB_ARGS to change), two rounds in the given order so that drift hits all, then a CUPTI prefill timeline
 # of each name in TL_VARIANTS (default: all; TL_VARIANTS= for none; needs build/exp/libkernel_timeline.so, see
-# kernel_timeline.cpp) with the MoE kernels printed. Whatever earlier steps of a visit left in $OUT is packed too. Everything goes into $OUT/visit_outputs.tar.gz (a visit returns only a few files).
+# kernel_timeline.cpp) with the MoE kernels printed (TL_PATTERN: another grep -E pattern). Whatever earlier steps of a visit left in $OUT is packed too. Everything goes into $OUT/visit_outputs.tar.gz (a visit returns only a few files).
 # Each run's JSON records build/exp/imp_<name>.label (written by build_variant.sh; carry it) as its commit: the
 # device's copy of the repository may hold an older .git. Session 8 compared the MoE prefill variants with it (bench/results/2026-11-30_moe_wgmma_ab_session8.txt).
 set -uo pipefail
@@ -22,7 +22,7 @@ for v in ${TL_VARIANTS-$VARIANTS}; do
     IMP_TIMELINE="$out/tl.csv" build/exp/imp_$v bench --dummy $cfg --backend cuda \
     --pp 4096 --tg 1 --context 1 --runs 1 --out "$out/tl_$v.json" > /dev/null 2>&1
   python3 bench/tools/timeline_summary.py "$out/tl.csv" --prefill --steps 1 --detail 0 > "$out/tl_$v.txt" 2>&1
-  echo "== $v"; grep -E "^(moe_|combine|steps)" "$out/tl_$v.txt"; rm -f "$out/tl.csv"
+  echo "== $v"; grep -E "${TL_PATTERN:-^(moe_|combine|steps)}" "$out/tl_$v.txt"; rm -f "$out/tl.csv"
 done
 archive=$(mktemp /tmp/visit_outputs.XXXXXX)
 tar -czf "$archive" -C "$out" . && find "$out" -maxdepth 1 -type f -delete && mv "$archive" "$out/visit_outputs.tar.gz"
