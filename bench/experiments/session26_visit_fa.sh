@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepared in session 25 (compiled, not run). The prefill flash attention at D = 256 on bf16 pages on wgmma with a
 # producer warpgroup ("fa", session25_attention_prefill_wgmma.patch), and the same with tile i's P V overlapping
-# tile i + 1's softmax ("fa2", session25_attention_prefill_wgmma_overlap.patch, which includes fa), against the tree
+# tile i + 1's softmax and K and V on separate barriers ("fa2", session25_attention_prefill_wgmma_overlap.patch,
+# which includes fa), against the tree
 # ("head26"). The MN-major wgmma probe first (the layout O = P V assumes: kVOffsetsSwapped = false must match its
 # "match:" line, else flip it in both patches before anything else); per variant its attention prefill tests
 # under a timeout (a failure drops the variant), its golden and prefill tests, memcheck of the attention prefill
