@@ -34,8 +34,9 @@ template <int kPairs>
 constexpr int kConsumerRegs = kPairs == kWidePairs ? 232 : 104;
 template <int kPairs>
 constexpr int kProducerRegs = kPairs == kWidePairs ? 40 : 24;
-static_assert(2 * (kConsumerRegs<kWidePairs> - kLaunchRegs<kWidePairs>) <= kLaunchRegs<kWidePairs> - kProducerRegs<kWidePairs> &&
-                  2 * (kConsumerRegs<kNarrowPairs> - kLaunchRegs<kNarrowPairs>) <= kLaunchRegs<kNarrowPairs> - kProducerRegs<kNarrowPairs>,
+template <int kPairs>
+constexpr bool kRegistersBalance = 2 * (kConsumerRegs<kPairs> - kLaunchRegs<kPairs>) <= kLaunchRegs<kPairs> - kProducerRegs<kPairs>;
+static_assert(kRegistersBalance<kWidePairs> && kRegistersBalance<kNarrowPairs>,
               "two consumer warpgroups take at most what the producer warpgroup gives back");
 constexpr int kStrips = 16;      // 16-row weight strips per block: 2 warpgroups x 4 warps x 2
 constexpr int kWStageBytes = kStrips * 512 + kStrips * 64;  // NVFP4 codes, then scales, of the block's strips
