@@ -3,7 +3,9 @@
 // K = keys), read through the transpose bit of wgmma. wgmma_probe.cu confirmed the K-major layout without swizzle
 // (session 8); this probe checks the MN-major one against a double-precision product on the host, for N = 64 and
 // 256 and K = 16 and 64, with both assignments of the two descriptor offsets, and prints which one matches (it
-// exits non-zero when none does). Written in session 25, compiled, not run.
+// exits non-zero when none does). Written in session 25. Its first run (session 26) faulted: the first assignment
+// tried (LBO = the N step) makes wgmma step N core matrices by N * 16 bytes, past a tile-sized buffer, so every
+// launch now gets 64 KB of shared memory, which holds what either assignment reads.
 // Build: nvcc -O3 -std=c++20 -Isrc -gencode=arch=compute_90a,code=sm_90a bench/experiments/wgmma_mn_major_probe.cu \
 //   -o build/exp/wgmma_mn_major_probe
 //
@@ -109,7 +111,7 @@ bool check(int K, bool swap) {
   CK(cudaMemcpy(da, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(db, b.data(), b.size() * 2, cudaMemcpyHostToDevice));
   CK(cudaMemset(dc, 0, 64 * N * 4));
-  const int smem = K * N * 2;
+  const int smem = 64 * 1024;  // >= K * N * 2 and >= what the wrong assignment reads (N / 8 steps of N * 16 bytes)
   CK(cudaFuncSetAttribute(probe_kernel<N>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   probe_kernel<N><<<1, 128, smem>>>(da, db, K, swap, dc);
   CK(cudaGetLastError());

@@ -1,6 +1,7 @@
 #include "cuda/kernels/moe_prefill.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "cuda/check.h"
 #include "cuda/tensor_map.h"
@@ -40,26 +41,29 @@ static_assert(kRegistersBalance<kWidePairs> && kRegistersBalance<kNarrowPairs>,
               "two consumer warpgroups take at most what the producer warpgroup gives back");
 constexpr int kStrips = 16;      // 16-row weight strips per block: 2 warpgroups x 4 warps x 2
 constexpr int kWStageBytes = kStrips * 512 + kStrips * 64;  // NVFP4 codes, then scales, of the block's strips
-// Eight stages of the widest tile per block (six before the producer warpgroup: pp 4096 +0.4% more, session 25);
-// the narrow tiles' blocks take 8 stages each, two blocks per SM.
+// Each block walks several (tile, row block) items through one ring of stages, each stage sized for the shape's
+// widest tile (64 inputs of its activations, then the block's weights of that supertile), so that the producer
+// loads the next item's first chunks while the consumers finish the current item (its last chunks and epilogue):
+// a block per item paid ~4.6 us (down) to ~7.9 us (gate/up) of fill and epilogue that nothing hid (session 24).
+// Gate/up keeps its SwiGLU scratch outside the ring. Dynamic shared memory per block: wide tiles 224 KB (one block
+// per SM), narrow ones 108 KB (two).
 template <int kPairs>
-constexpr int kSmemBytes = 8 * ((kPairs == kWidePairs ? kWidePairs : kNarrowPairs) * 128 + kWStageBytes);
-static_assert(kSmemBytes<kWidePairs> <= 227 * 1024 && 2 * (kSmemBytes<kNarrowPairs> + 1024) <= 228 * 1024, "fits");
-
-// The pipeline of a tile of N pairs: each stage holds 64 inputs of the N pairs' activations (bf16), then the
-// block's weights of that supertile; narrower tiles fit more stages into the same shared memory, so more chunks
-// are in flight where a block has little to compute per chunk (few pairs per slot, e.g. short prompts).
-constexpr int kMaxStages = 16;  // the kernels' full / empty barrier pairs
-template <int kPairs, int N>
-struct Stages {
-  static constexpr int kXBytes = N * 128;
-  static constexpr int kBytes = kXBytes + kWStageBytes;
-  static constexpr int kCount = std::min(kSmemBytes<kPairs> / kBytes, kMaxStages);
-  static_assert(kBytes % 128 == 0 && kCount >= 8, "stages stay 128-byte aligned; at least eight");
+constexpr int kSmemBytes = kPairs == kWidePairs ? 224 * 1024 : 108 * 1024;
+static_assert(kSmemBytes<kWidePairs> + 2048 <= 227 * 1024 && 2 * (kSmemBytes<kNarrowPairs> + 2048) <= 228 * 1024, "fits");
+template <int kPairs>
+constexpr int kStageBytes = kPairs * 128 + kWStageBytes;
+template <int kPairs>
+constexpr int kScratchBytes = 2 * kPairs * 72 * 2;  // gate/up's SwiGLU scratch: [warpgroup][pair][64 rows + 8] bf16
+constexpr int kMaxStages = 16;                      // the kernels' full / empty barrier pairs
+template <int kPairs, bool kScratch>
+struct Ring {
+  static constexpr int kCount = (kSmemBytes<kPairs> - (kScratch ? kScratchBytes<kPairs> : 0)) / kStageBytes<kPairs>;
+  static_assert(kStageBytes<kPairs> % 128 == 0 && kCount >= 6 && kCount <= kMaxStages, "128-byte aligned stages; 6 to 16");
 };
 
 struct Plan {
-  size_t counts = 0, cursor = 0, tiles = 0, num_tiles = 0, sorted = 0, pos_of = 0, act = 0, partial = 0;
+  size_t counts = 0, cursor = 0, tiles = 0, by_width = 0, num_tiles = 0, sorted = 0, sorted_w = 0, pos_of = 0, act = 0,
+         partial = 0;
   size_t bytes = 0;
   bool narrow = false;     // the tile shape: narrow (kNarrowPairs) or wide (kWidePairs) tiles
   int64_t max_tiles = 0;   // the shape's bound on the tile count: each slot's ceil(count / pairs per tile)
@@ -82,8 +86,10 @@ Plan make_plan(const model::ExpertSlotLayout& layout, int64_t tokens, int64_t k,
   p.counts = take(num_slots * 4);
   p.cursor = take(num_slots * 4);
   p.tiles = take(p.max_tiles * 16);
+  p.by_width = take(p.max_tiles * 16);
   p.num_tiles = take(4);
   p.sorted = take(pairs * 4);
+  p.sorted_w = take(pairs * 4);
   p.pos_of = take(pairs * 4);
   p.act = take(p.image_rows * layout.padded_intermediate * 2);
   // The fp32 partials (written by down) share their bytes with gate/up's activation images (read before down starts).
@@ -100,9 +106,13 @@ __global__ void count_kernel(const int32_t* slots, int pairs, int32_t* counts) {
 // One block: exclusive offsets of each slot's pairs (cursor) and the tile list, slot by slot, in slot order. A
 // slot's pairs are split evenly over ceil(count / tile_pairs) tiles (e.g. 130 -> 65 + 65, not 128 + 2).
 constexpr int kPlanThreads = 1024;
+// Also the tiles ordered by wgmma width (by_width: groups of 16 pairs ascending, .w = the tile's index; within a
+// width in no fixed order), the order in which the GEMMs' blocks take their items.
 __global__ void __launch_bounds__(kPlanThreads) plan_kernel(const int32_t* counts, int num_slots, int tile_pairs,
-                                                            int32_t* cursor, int4* tiles, int32_t* num_tiles) {
+                                                            int32_t* cursor, int4* tiles, int4* by_width,
+                                                            int32_t* num_tiles) {
   __shared__ int s_pairs[kPlanThreads], s_tiles[kPlanThreads];
+  __shared__ int s_width_at[kWidePairs / 16];
   const int tid = threadIdx.x;
   const int per = (num_slots + kPlanThreads - 1) / kPlanThreads;
   const int begin = min(tid * per, num_slots), end = min(begin + per, num_slots);
@@ -134,16 +144,36 @@ __global__ void __launch_bounds__(kPlanThreads) plan_kernel(const int32_t* count
     }
     pair_off += c;
   }
-  if (tid == kPlanThreads - 1) *num_tiles = s_tiles[tid];
+  const int total = s_tiles[kPlanThreads - 1];
+  if (tid == kPlanThreads - 1) *num_tiles = total;
+  if (tid < kWidePairs / 16) s_width_at[tid] = 0;
+  __syncthreads();  // the block's tile writes are visible to it, the counters zero
+  for (int i = tid; i < total; i += kPlanThreads) atomicAdd(&s_width_at[(tiles[i].z + 15) / 16 - 1], 1);
+  __syncthreads();
+  if (tid == 0) {
+    for (int j = 0, at = 0; j < kWidePairs / 16; ++j) {
+      const int n = s_width_at[j];
+      s_width_at[j] = at;
+      at += n;
+    }
+  }
+  __syncthreads();
+  for (int i = tid; i < total; i += kPlanThreads) {
+    const int4 t = tiles[i];
+    by_width[atomicAdd(&s_width_at[(t.z + 15) / 16 - 1], 1)] = make_int4(t.x, t.y, t.z, i);
+  }
 }
 
 // Pairs grouped by slot. The order inside a slot's bucket depends on atomics, which is harmless: a pair's
 // results never depend on the other pairs of its tile.
-__global__ void scatter_kernel(const int32_t* slots, int pairs, int32_t* cursor, int32_t* sorted, int32_t* pos_of) {
+// Also the route weights in bucket order (sorted_w), so that down reads a tile's weights by one load per pair.
+__global__ void scatter_kernel(const int32_t* slots, const float* weights, int pairs, int32_t* cursor, int32_t* sorted,
+                               float* sorted_w, int32_t* pos_of) {
   const int p = blockIdx.x * blockDim.x + threadIdx.x;
   if (p >= pairs) return;
   const int pos = atomicAdd(&cursor[slots[p]], 1);
   sorted[pos] = p;
+  sorted_w[pos] = weights[p];
   pos_of[p] = pos;
 }
 
@@ -164,26 +194,16 @@ __device__ __forceinline__ void nvfp4_fragment(uint32_t word, uint2 scale_words,
   a[3] = bf16x2_mul(a[3], s1);
 }
 
-// k_loop.operator()<NJ>() for a tile of `count` pairs, NJ = its groups of 16 pairs (1 to kPairs / 16,
-// block-uniform): the kernels' k loops are instantiated per wgmma width N = 16 * NJ, so a tile computes at most 15
-// padding pairs (a slot's ~80 pairs at pp 4096 take N = 80, not 96).
-template <int kPairs, typename KLoop>
-__device__ __forceinline__ void run_per_pair_groups(int count, KLoop& k_loop) {
-  const int groups = (count + 15) / 16;
-  if constexpr (kPairs == kNarrowPairs) {
-    if (groups <= 1) k_loop.template operator()<1>(); else k_loop.template operator()<2>();
-  } else {
-    switch (groups) {
-      case 1: k_loop.template operator()<1>(); break;
-      case 2: k_loop.template operator()<2>(); break;
-      case 3: k_loop.template operator()<3>(); break;
-      case 4: k_loop.template operator()<4>(); break;
-      case 5: k_loop.template operator()<5>(); break;
-      case 6: k_loop.template operator()<6>(); break;
-      case 7: k_loop.template operator()<7>(); break;
-      default: k_loop.template operator()<8>(); break;
-    }
-  }
+// A tile of `count` pairs takes wgmmas of width N = 16 * NJ, NJ = (count + 15) / 16 (1 to 8 for wide tiles, 1 or 2
+// for narrow ones), so a tile computes at most 15 padding pairs (a slot's ~80 pairs at pp 4096 take N = 80, not
+// 96). The kernels' loops are instantiated per NJ: for_each_pair_group calls body.operator()<NJ>() for every NJ in
+// turn, and each runs the block's items of that width (the plan orders them by width; one loop whose body
+// switched between the widths made ptxas serialize the wgmmas, C7512).
+template <int kPairs, typename Body>
+__device__ __forceinline__ void for_each_pair_group(Body& body) {
+  [&]<int... kJ>(std::integer_sequence<int, kJ...>) {
+    (body.template operator()<kJ + 1>(), ...);
+  }(std::make_integer_sequence<int, kPairs / 16>());
 }
 
 // Activations in a stage of a tile of N pairs: K-major "core matrices" without swizzle, as wgmma reads them:
@@ -242,127 +262,158 @@ __device__ __forceinline__ void consumer_sync() {
   asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
 }
 
-// The k loop of one tile: acc0 / acc1 (N / 2 floats each, wgmma layout) += this warp's strips 0 / 1 (its places
-// entry0 / entry1 among the block's 16) . X^T over `chunks` 64-input supertiles, X chunk c the image's
-// (x_image + c * N * 128). Thread 256 (the producer warpgroup's first) fills each stage by one bulk copy of the
-// activations and the weights' tensor copies, all completing on the stage's full barrier, as soon as the stage's
-// empty barrier says every consumer warp is done with its previous chunk: no block barrier per chunk, and the
-// copies' issue is off the consumers' path (with thread 0 issuing them between two block barriers, every chunk
-// waited for its feed; session 25's Nsight Compute of the persistent-items variant, whose feed was longer, showed
-// the barrier stalls doubling). Up to three k16 groups stay in flight while the next fragments are decoded (wgmma_wait<3>; their A
-// registers stay live. One group: pp 4096 -0.8%, two: -0.3%, session 22); so after step 2 of chunk st every group
-// of chunk st - 1 is complete, and each consumer warp releases that chunk's stage there. Returns false in the
-// producer warpgroup, which has nothing more to do.
-template <int kPairs, int N, int kMaps>
-__device__ __forceinline__ bool wgmma_k_loop(int chunks, uint8_t* smem, uint64_t* full, uint64_t* empty,
-                                             const uint8_t* x_image, const StripMaps& maps, int strip0, int slot,
-                                             int entry0, int entry1, float (&acc0)[N / 2], float (&acc1)[N / 2]) {
-  using S = Stages<kPairs, N>;
-  static_assert(S::kCount <= kMaxStages, "one barrier pair per stage");
+// One GEMM launch's work: items w = i * row_blocks + row block over the plan's tiles by width (by_width[i]; a
+// tile's row blocks are consecutive items, run side by side on neighbouring blocks, sharing its activation image
+// in L2); block b takes items b, b + G, b + 2G, ... (G blocks), so its items come in ascending width. Per item a k
+// loop over `chunks` 64-input supertiles, acc0 / acc1 (N / 2 floats each, wgmma layout) += this warp's strips
+// entry0 / entry1 (its places among the block's 16) . X^T, X chunk c the item's image chunk, then
+// epilogue.operator()<N>(n, tile, t, row block, begin(t), acc0, acc1) (n: the block's item count so far, t.w the
+// tile's index). Thread 256 (the producer warpgroup's first) fills each stage by one bulk copy of the activations
+// and the weights' tensor copies, all completing on the stage's full barrier, as soon as the stage's empty barrier
+// says every consumer warp is done with its previous chunk, across items: no block barrier per chunk, the feed
+// off the consumers' path, and the next item's first chunks loaded during this item's tail and epilogue (session
+// 24's persistent form, thread 0 feeding between two block barriers, lost 10%: session 25). Up to three k16
+// groups stay in flight while the next fragments are decoded (wgmma_wait<3>; their A registers stay live. One
+// group: pp 4096 -0.8%, two: -0.3%, session 22); so after step 2 of chunk st every group of chunk st - 1 is
+// complete, and each consumer warp releases that chunk's stage there (an item's last chunk after its
+// wgmma_wait<0>). begin(t) runs in the consumers as the item is reached; loads issued there land during its k loop.
+template <int kPairs, int kMaps, bool kScratch, typename Begin, typename Epilogue>
+__device__ __forceinline__ void run_items(uint8_t* smem, uint64_t* full, uint64_t* empty, const StripMaps& maps,
+                                          const int4* by_width, int num_items, int row_blocks, int chunks,
+                                          const uint8_t* images, int image_k, int entry0, int entry1, Begin& begin,
+                                          Epilogue& epilogue) {
+  using R = Ring<kPairs, kScratch>;
   constexpr int kBox = kStrips / kMaps;
   const int lane = threadIdx.x & 31, g = lane >> 2;
   if (threadIdx.x == 0) {
     if (smem_addr(smem) % 128 != 0) __trap();  // tensor copies need 128-byte aligned destinations
-    for (int s = 0; s < S::kCount; ++s) {
+    for (int s = 0; s < R::kCount; ++s) {
       mbarrier_init(&full[s], 1);
       mbarrier_init(&empty[s], kConsumerWarps);
     }
   }
   __syncthreads();
+  auto tile_of = [&](int item) { return item < num_items ? by_width[item / row_blocks] : make_int4(0, 0, 0, 0); };
   if (threadIdx.x >= kConsumerThreads) {
     setmaxnreg_dec<kProducerRegs<kPairs>>();
     if (threadIdx.x == kConsumerThreads) {
-      for (int chunk = 0, s = 0, round = 0; chunk < chunks; ++chunk) {
-        if (round > 0) mbarrier_wait(&empty[s], (round - 1) & 1);
-        uint8_t* stage = smem + s * S::kBytes;
-        mbarrier_arrive_expect_tx(&full[s], S::kBytes);
-        bulk_copy_to_shared(stage, x_image + static_cast<size_t>(chunk) * S::kXBytes, S::kXBytes, &full[s]);
+      for (int item = blockIdx.x, s = 0, round = 0; item < num_items; item += gridDim.x) {
+        const int4 t = tile_of(item);
+        const int row_block = item % row_blocks;
+        const uint32_t x_bytes = (t.z + 15) / 16 * 16 * 128;
+        const uint8_t* image = images + image_offset(t.w, t.y, image_k);
+        for (int chunk = 0; chunk < chunks; ++chunk) {
+          if (round > 0) mbarrier_wait(&empty[s], (round - 1) & 1);
+          uint8_t* stage = smem + s * kStageBytes<kPairs>;
+          mbarrier_arrive_expect_tx(&full[s], x_bytes + kWStageBytes);
+          bulk_copy_to_shared(stage, image + static_cast<size_t>(chunk) * x_bytes, x_bytes, &full[s]);
+          uint8_t* w_stage = stage + kPairs * 128;
 #pragma unroll
-        for (int m = 0; m < kMaps; ++m) {
-          tensor_copy_4d(stage + S::kXBytes + m * kBox * 512, &maps.codes[m], 0, chunk, strip0, slot, &full[s]);
-          tensor_copy_4d(stage + S::kXBytes + kStrips * 512 + m * kBox * 64, &maps.scales[m], 0, chunk, strip0, slot,
-                         &full[s]);
+          for (int m = 0; m < kMaps; ++m) {
+            tensor_copy_4d(w_stage + m * kBox * 512, &maps.codes[m], 0, chunk, row_block * kBox, t.x, &full[s]);
+            tensor_copy_4d(w_stage + kStrips * 512 + m * kBox * 64, &maps.scales[m], 0, chunk, row_block * kBox, t.x,
+                           &full[s]);
+          }
+          if (++s == R::kCount) {
+            s = 0;
+            ++round;
+          }
         }
-        if (++s == S::kCount) {
+      }
+    }
+    return;
+  }
+  setmaxnreg_inc<kConsumerRegs<kPairs>>();
+  const uint32_t smem_base = smem_addr(smem);
+  int item = blockIdx.x, s = 0, round = 0, n = 0;
+  int4 next = tile_of(item);  // loaded one item ahead
+  auto items_of_width = [&]<int NJ>() {
+    constexpr int N = 16 * NJ;
+    while (item < num_items && (next.z + 15) / 16 == NJ) {
+      const int4 t = next;
+      const int row_block = item % row_blocks;
+      item += gridDim.x;
+      next = tile_of(item);
+      const auto state = begin(t);
+      float acc0[N / 2], acc1[N / 2];
+#pragma unroll
+      for (int i = 0; i < N / 2; ++i) acc0[i] = acc1[i] = 0.0f;
+      int prev = 0;
+      for (int st = 0; st < chunks; ++st) {
+        mbarrier_wait(&full[s], round & 1);
+        const uint8_t* w_stage = smem + s * kStageBytes<kPairs> + kPairs * 128;
+        const uint4 c0 = *reinterpret_cast<const uint4*>(w_stage + entry0 * 512 + lane * 16);
+        const uint4 c1 = *reinterpret_cast<const uint4*>(w_stage + entry1 * 512 + lane * 16);
+        const uint2* sc = reinterpret_cast<const uint2*>(w_stage + kStrips * 512);  // [strip][g]: rows g, g + 8
+        const uint2 s0 = sc[entry0 * 8 + g], s1 = sc[entry1 * 8 + g];
+        const uint32_t w0[4] = {c0.x, c0.y, c0.z, c0.w}, w1[4] = {c1.x, c1.y, c1.z, c1.w};
+        const uint32_t x_stage = smem_base + s * kStageBytes<kPairs>;
+        auto step = [&]<int kQ>() {
+          uint32_t a0[4], a1[4];
+          nvfp4_fragment<kQ>(w0[kQ], s0, a0);
+          nvfp4_fragment<kQ>(w1[kQ], s1, a1);
+          wgmma::wgmma_fence();
+          const uint64_t desc = x_descriptor(x_stage + kQ * 32 * N);
+          wgmma::wgmma_rs<N>(acc0, a0, desc);
+          wgmma::wgmma_rs<N>(acc1, a1, desc);
+          wgmma::wgmma_commit();
+          wgmma::wgmma_wait<3>();
+        };
+        step.template operator()<0>();
+        step.template operator()<1>();
+        step.template operator()<2>();
+        mbarrier_arrive_if(st > 0 && lane == 0, &empty[prev]);
+        step.template operator()<3>();
+        prev = s;
+        if (++s == R::kCount) {
           s = 0;
           ++round;
         }
       }
+      wgmma::wgmma_wait<0>();
+      mbarrier_arrive_if(lane == 0, &empty[prev]);
+      epilogue.template operator()<N>(n, t, row_block, state, acc0, acc1);
+      ++n;
     }
-    return false;
-  }
-  setmaxnreg_inc<kConsumerRegs<kPairs>>();
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) acc0[i] = acc1[i] = 0.0f;
-  const uint32_t smem_base = smem_addr(smem);
-  for (int st = 0, stage = 0, round = 0, prev = S::kCount - 1; st < chunks; ++st) {
-    mbarrier_wait(&full[stage], round & 1);
-    const uint8_t* w_stage = smem + stage * S::kBytes + S::kXBytes;
-    const uint4 c0 = *reinterpret_cast<const uint4*>(w_stage + entry0 * 512 + lane * 16);
-    const uint4 c1 = *reinterpret_cast<const uint4*>(w_stage + entry1 * 512 + lane * 16);
-    const uint2* sc = reinterpret_cast<const uint2*>(w_stage + kStrips * 512);  // [strip][g]: rows g, g + 8
-    const uint2 s0 = sc[entry0 * 8 + g], s1 = sc[entry1 * 8 + g];
-    const uint32_t w0[4] = {c0.x, c0.y, c0.z, c0.w}, w1[4] = {c1.x, c1.y, c1.z, c1.w};
-    const uint32_t x_stage = smem_base + stage * S::kBytes;
-    auto step = [&]<int kQ>() {
-      uint32_t a0[4], a1[4];
-      nvfp4_fragment<kQ>(w0[kQ], s0, a0);
-      nvfp4_fragment<kQ>(w1[kQ], s1, a1);
-      wgmma::wgmma_fence();
-      const uint64_t desc = x_descriptor(x_stage + kQ * 32 * N);
-      wgmma::wgmma_rs<N>(acc0, a0, desc);
-      wgmma::wgmma_rs<N>(acc1, a1, desc);
-      wgmma::wgmma_commit();
-      wgmma::wgmma_wait<3>();
-    };
-    step.template operator()<0>();
-    step.template operator()<1>();
-    step.template operator()<2>();
-    mbarrier_arrive_if(st > 0 && lane == 0, &empty[prev]);
-    step.template operator()<3>();
-    prev = stage;
-    if (++stage == S::kCount) {
-      stage = 0;
-      ++round;
-    }
-  }
-  wgmma::wgmma_wait<0>();
-  consumer_sync();  // shared memory is free for the epilogue
-  return true;
+  };
+  for_each_pair_group<kPairs>(items_of_width);
 }
 
-// Block (x: 128 intermediate rows, y: one tile of <= 128 pairs of one slot; the row blocks of a tile run side by
-// side and share its activation image in L2): gate and up together (warpgroup wg holds rows 64 wg .. 64 wg + 63 of
-// both), then SwiGLU into down's activation image (act: tile images of [*, padded_intermediate] bf16, one chunk per
-// warpgroup).
+// The blocks of a launch: as many as the SMs hold (kBlocksPerSm each), fewer when the shape's item bound is lower
+// (blocks past the plan's items exit at once).
+template <int kPairs>
+unsigned item_blocks(int64_t max_items) {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    IMP_CUDA_CHECK(cudaGetDevice(&device));
+    IMP_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+  }();
+  return static_cast<unsigned>(std::min<int64_t>(max_items, int64_t{sms} * kBlocksPerSm<kPairs>));
+}
+
+// Gate/up (items: 128 intermediate rows of one tile; warpgroup wg holds rows 64 wg .. 64 wg + 63 of gate and up):
+// SwiGLU into down's activation image (act: tile images of [*, padded_intermediate] bf16, one chunk per
+// warpgroup and item), through the warpgroup's [kPairs pairs][64 rows] bf16 scratch (row stride 72) after the ring.
 template <int kPairs>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm<kPairs>)
     moe_gate_up_kernel(const __grid_constant__ StripMaps maps, const model::SlotScales* __restrict__ scales,
                        model::ExpertSlotLayout layout, const uint8_t* __restrict__ x_image,
-                       const int4* __restrict__ tiles, const int32_t* __restrict__ num_tiles, uint8_t* __restrict__ act) {
+                       const int4* __restrict__ by_width, const int32_t* __restrict__ num_tiles, uint8_t* __restrict__ act) {
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
-  if (static_cast<int>(blockIdx.y) >= *num_tiles) return;  // block-uniform, before any barrier
-  const int4 tile = tiles[blockIdx.y];
-  const int slot = tile.x, start = tile.y, count = tile.z;
-  const int Ipad = layout.padded_intermediate;
+  const int Ipad = layout.padded_intermediate, row_blocks = (layout.gate.rows / 16 + 7) / 8;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, w = warp & 3, g = lane >> 2, c = lane & 3;
-  const uint8_t* image = x_image + image_offset(blockIdx.y, start, layout.gate.cols);
-  uint8_t* act_image = act + image_offset(blockIdx.y, start, Ipad);
-
-  auto tile_body = [&]<int NJ>() {
-    constexpr int N = 16 * NJ;
-    float accg[N / 2], accu[N / 2];
-    if (!wgmma_k_loop<kPairs, N, 2>(layout.gate.supertiles(), smem, full, empty, image, maps, blockIdx.x * 8, slot,
-                                    wg * 4 + w, 8 + wg * 4 + w, accg, accu)) {
-      return;
-    }
-    // SwiGLU into this warpgroup's [kPairs pairs][64 rows] bf16 scratch (row stride 72), then 16-byte stores of
-    // its chunk of the act image (zeros past count).
-    constexpr int kStride = 72;
-    uint16_t* scr = reinterpret_cast<uint16_t*>(smem) + wg * (kPairs * kStride);
-    const model::SlotScales s = scales[slot];
+  constexpr int kStride = 72;
+  uint16_t* scr = reinterpret_cast<uint16_t*>(smem + Ring<kPairs, true>::kCount * kStageBytes<kPairs>) + wg * (kPairs * kStride);
+  // The slot's scales, loaded as the item starts (after the k loop's barrier waits the compiler may not move a
+  // load across, a load in the epilogue would hold it for a round trip).
+  auto begin = [&](int4 t) { return scales[t.x]; };
+  auto epilogue = [&]<int N>(int, int4 t, int row_block, model::SlotScales s, const float (&accg)[N / 2], const float (&accu)[N / 2]) {
     const float fg = s.gate * kScaleFold, fu = s.up * kScaleFold;
+    // The warpgroup's own scratch: its 128 threads' named barriers, before the writes (the previous item's reads
+    // are done) and after them.
+    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
 #pragma unroll
     for (int j = 0; j < N / 8; ++j) {
 #pragma unroll
@@ -372,72 +423,63 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<kPairs>)
         scr[pair * kStride + row] = bf16_bits(gate / (1.0f + __expf(-gate)) * up);
       }
     }
-    consumer_sync();
-    const int chunk = blockIdx.x * 2 + wg;
+    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
+    const int chunk = row_block * 2 + wg;
     if (chunk * 64 < Ipad) {
-      uint8_t* to = act_image + static_cast<size_t>(chunk) * N * 128;
+      uint8_t* to = act + image_offset(t.w, t.y, Ipad) + static_cast<size_t>(chunk) * N * 128;
       for (int id = tid & 127; id < N * 8; id += 128) {
         const int pair = id >> 3, piece = id & 7;
-        const uint4 v = pair < count ? *reinterpret_cast<const uint4*>(scr + pair * kStride + piece * 8) : make_uint4(0, 0, 0, 0);
+        const uint4 v = pair < t.z ? *reinterpret_cast<const uint4*>(scr + pair * kStride + piece * 8) : make_uint4(0, 0, 0, 0);
         *reinterpret_cast<uint4*>(to + image_piece(N, pair, piece)) = v;
       }
     }
   };
-  run_per_pair_groups<kPairs>(count, tile_body);
+  run_items<kPairs, 2, true>(smem, full, empty, maps, by_width, *num_tiles * row_blocks, row_blocks, layout.gate.supertiles(),
+                             x_image, layout.gate.cols, wg * 4 + w, 8 + wg * 4 + w, begin, epilogue);
 }
 
-// Block (x: 256 output rows of down, y: one tile; warpgroup wg: rows 128 wg .. 128 wg + 127 as two 64-row
-// blocks): writes the weighted fp32 partial of each pair, partial [pairs in bucket order, hidden].
+// Down (items: 256 output rows of one tile; warpgroup wg: rows 128 wg .. 128 wg + 127 as two 64-row blocks): the
+// weighted fp32 partial of each pair, stored from the accumulators (lanes g = 0..7 of a quad column write 32
+// contiguous bytes), partial [pairs in bucket order, hidden]. The route weights of an item are loaded at its start
+// (one load per pair from sorted_w, landing during the k loop) and shared through route_w[n % 2] in the epilogue:
+// loaded in the epilogue (two dependent loads per pair) they made session 24's persistent down wait (long
+// scoreboard 48% of its stalls, session 25).
 template <int kPairs>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm<kPairs>)
     moe_down_kernel(const __grid_constant__ StripMaps maps, const model::SlotScales* __restrict__ scales,
-                    model::ExpertSlotLayout layout, const uint8_t* __restrict__ act, const int32_t* __restrict__ sorted,
-                    const float* __restrict__ weights, const int4* __restrict__ tiles,
-                    const int32_t* __restrict__ num_tiles, float* __restrict__ partial) {
+                    model::ExpertSlotLayout layout, const uint8_t* __restrict__ act, const float* __restrict__ sorted_w,
+                    const int4* __restrict__ by_width, const int32_t* __restrict__ num_tiles, float* __restrict__ partial) {
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
-  __shared__ float route_w[kPairs];
-  if (static_cast<int>(blockIdx.y) >= *num_tiles) return;
-  const int4 tile = tiles[blockIdx.y];
-  const int slot = tile.x, start = tile.y, count = tile.z;
-  const int H = layout.hidden, Ipad = layout.padded_intermediate;
+  __shared__ float route_w[2][kPairs];
+  const int H = layout.hidden, row_blocks = (layout.down.rows / 16 + 15) / 16;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, w = warp & 3, g = lane >> 2, c = lane & 3;
-  if (tid < kPairs) route_w[tid] = tid < count ? weights[sorted[start + tid]] : 0.0f;  // before the k loop's barriers
-  const uint8_t* image = act + image_offset(blockIdx.y, start, Ipad);
-
-  auto tile_body = [&]<int NJ>() {
-    constexpr int N = 16 * NJ;
-    float acc0[N / 2], acc1[N / 2];
-    if (!wgmma_k_loop<kPairs, N, 1>(layout.down.supertiles(), smem, full, empty, image, maps, blockIdx.x * 16, slot,
-                                    wg * 8 + w, wg * 8 + 4 + w, acc0, acc1)) {
-      return;
-    }
-    // Weighted partials into this warpgroup's [kPairs pairs][128 rows] fp32 scratch (row stride 132), then 16-byte
-    // stores.
-    constexpr int kStride = 132;
-    float* scr = reinterpret_cast<float*>(smem) + wg * (kPairs * kStride);
-    const float fd = scales[slot].down * kScaleFold;
+  // Pair tid's route weight and the slot's down scale, loaded as the item starts.
+  auto begin = [&](int4 t) { return make_float2(tid < kPairs && tid < t.z ? sorted_w[t.y + tid] : 0.0f, scales[t.x].down); };
+  auto epilogue = [&]<int N>(int n, int4 t, int row_block, float2 w_down, const float (&acc0)[N / 2], const float (&acc1)[N / 2]) {
+    float* rw_of = route_w[n & 1];
+    if (tid < kPairs) rw_of[tid] = w_down.x * w_down.y * kScaleFold;
+    // Every consumer's weight is written, and every consumer has read the buffer's previous item (two items ago).
+    consumer_sync();
+    const int row0 = row_block * 256 + wg * 128 + 16 * w + g;  // acc0's rows row0, row0 + 8; acc1's 64 further
 #pragma unroll
     for (int j = 0; j < N / 8; ++j) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int pair = 8 * j + 2 * c + (e & 1), row = 16 * w + g + 8 * (e >> 1);
-        const float rw = route_w[pair] * fd;
-        scr[pair * kStride + row] = acc0[4 * j + e] * rw;
-        scr[pair * kStride + 64 + row] = acc1[4 * j + e] * rw;
-      }
-    }
-    consumer_sync();
-    const int row0 = blockIdx.x * 256 + wg * 128;
-    for (int id = tid & 127; id < N * 32; id += 128) {
-      const int pair = id >> 5, piece = id & 31, row = row0 + piece * 4;
-      if (pair < count && row < H) {
-        *reinterpret_cast<float4*>(partial + static_cast<size_t>(start + pair) * H + row) =
-            *reinterpret_cast<const float4*>(scr + pair * kStride + piece * 4);
+      for (int h = 0; h < 2; ++h) {
+        const int pair = 8 * j + 2 * c + h;
+        if (pair >= t.z) continue;
+        const float rw = rw_of[pair];
+        float* out = partial + static_cast<size_t>(t.y + pair) * H;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          if (row0 + 8 * r < H) out[row0 + 8 * r] = acc0[4 * j + 2 * r + h] * rw;
+          if (row0 + 64 + 8 * r < H) out[row0 + 64 + 8 * r] = acc1[4 * j + 2 * r + h] * rw;
+        }
       }
     }
   };
-  run_per_pair_groups<kPairs>(count, tile_body);
+  run_items<kPairs, 1, false>(smem, full, empty, maps, by_width, *num_tiles * row_blocks, row_blocks, layout.down.supertiles(), act,
+                              layout.padded_intermediate, wg * 8 + w, wg * 8 + 4 + w, begin, epilogue);
 }
 
 // y[t, :] = sum_j partial[pos_of[t*k + j], :], in choice order.
@@ -486,8 +528,10 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
   int32_t* counts = reinterpret_cast<int32_t*>(ws + plan.counts);
   int32_t* cursor = reinterpret_cast<int32_t*>(ws + plan.cursor);
   int4* tiles = reinterpret_cast<int4*>(ws + plan.tiles);
+  int4* by_width = reinterpret_cast<int4*>(ws + plan.by_width);
   int32_t* num_tiles = reinterpret_cast<int32_t*>(ws + plan.num_tiles);
   int32_t* sorted = reinterpret_cast<int32_t*>(ws + plan.sorted);
+  float* sorted_w = reinterpret_cast<float*>(ws + plan.sorted_w);
   int32_t* pos_of = reinterpret_cast<int32_t*>(ws + plan.pos_of);
   uint8_t* act = ws + plan.act;
   float* partial = reinterpret_cast<float*>(ws + plan.partial);
@@ -498,9 +542,9 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
   count_kernel<<<(pairs + 255) / 256, 256, 0, stream>>>(slots, pairs, counts);
   IMP_CUDA_CHECK_LAUNCH();
   plan_kernel<<<1, kPlanThreads, 0, stream>>>(counts, num_slots, plan.narrow ? kNarrowPairs : kWidePairs, cursor, tiles,
-                                              num_tiles);
+                                              by_width, num_tiles);
   IMP_CUDA_CHECK_LAUNCH();
-  scatter_kernel<<<(pairs + 255) / 256, 256, 0, stream>>>(slots, pairs, cursor, sorted, pos_of);
+  scatter_kernel<<<(pairs + 255) / 256, 256, 0, stream>>>(slots, weights, pairs, cursor, sorted, sorted_w, pos_of);
   IMP_CUDA_CHECK_LAUNCH();
   // Grid rows: the shape's tile bound; rows past the plan's tile count exit at once.
   const unsigned grid_tiles = static_cast<unsigned>(plan.max_tiles);
@@ -521,13 +565,14 @@ void launch_moe_prefill(const uint8_t* pool, const model::SlotScales* scales, co
       return true;
     }();
     (void)smem_set;
-    const dim3 gu_grid((layout.gate.rows / 16 + 7) / 8, grid_tiles);
-    const dim3 down_grid((layout.down.rows / 16 + 15) / 16, grid_tiles);
-    moe_gate_up_kernel<kPairs><<<gu_grid, kThreads, kSmemBytes<kPairs>, stream>>>(gate_up_maps, scales, layout, x_image,
-                                                                                  tiles, num_tiles, act);
+    // Blocks for the shape's item bound (those past the plan's items exit at once), at most what the SMs hold.
+    const unsigned gu_blocks = item_blocks<kPairs>(plan.max_tiles * ((layout.gate.rows / 16 + 7) / 8));
+    const unsigned down_blocks = item_blocks<kPairs>(plan.max_tiles * ((layout.down.rows / 16 + 15) / 16));
+    moe_gate_up_kernel<kPairs><<<gu_blocks, kThreads, kSmemBytes<kPairs>, stream>>>(gate_up_maps, scales, layout, x_image,
+                                                                                    by_width, num_tiles, act);
     IMP_CUDA_CHECK_LAUNCH();
-    moe_down_kernel<kPairs><<<down_grid, kThreads, kSmemBytes<kPairs>, stream>>>(down_maps, scales, layout, act, sorted,
-                                                                                 weights, tiles, num_tiles, partial);
+    moe_down_kernel<kPairs><<<down_blocks, kThreads, kSmemBytes<kPairs>, stream>>>(down_maps, scales, layout, act, sorted_w,
+                                                                                   by_width, num_tiles, partial);
     IMP_CUDA_CHECK_LAUNCH();
   };
   if (plan.narrow) {
