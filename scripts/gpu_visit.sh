@@ -12,6 +12,7 @@
 # If a golden fixture fails with this build and a fallback build is carried (build/fallback: imp and
 # imp_gpu_tests of an earlier commit, IMP_FALLBACK_COMMIT), the later steps use the fallback instead, so
 # the benchmark numbers always come from a build whose engine passed the golden tests.
+# The long steps run under timeouts (rc 124): a hang costs its own minutes, not the visit's.
 set -uo pipefail
 out=${OUT:-/tmp/imp_out}
 mkdir -p "$out"
@@ -22,7 +23,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=c
 imp=build/cuda/bin/imp
 tests=build/cuda/tests/imp_gpu_tests
 echo "== gpu tests"
-"$tests" > "$out/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"
+timeout 600 "$tests" > "$out/gpu_tests.log" 2>&1; echo "gpu tests rc=$?"
 grep -E "golden-cuda|FAILED|PASSED|tests ran" "$out/gpu_tests.log" | tail -40
 if grep -q "FAILED.*Golden" "$out/gpu_tests.log" && [ -x build/fallback/imp ]; then
   echo "== golden failed: falling back to ${IMP_FALLBACK_COMMIT:-the fallback build}"
@@ -33,7 +34,7 @@ if grep -q "FAILED.*Golden" "$out/gpu_tests.log" && [ -x build/fallback/imp ]; t
   grep -E "golden-cuda|FAILED|PASSED" "$out/gpu_tests_fallback.log" | tail -15
 fi
 echo "== imp bench: full-scale dummy weights ($imp)"
-"$imp" bench --dummy bench/configs/qwen3.8-flash-next.json --backend cuda ${IMP_BENCH_ARGS:-} \
+timeout 400 "$imp" bench --dummy bench/configs/qwen3.8-flash-next.json --backend cuda ${IMP_BENCH_ARGS:-} \
   --out "$out/bench_dummy.json" > /dev/null 2> "$out/bench_dummy.log"
 echo "bench rc=$?"; grep -E "pp |tg |roofline|memory plan|weights|prefill:" "$out/bench_dummy.log"
 if [ "${KERNEL_BENCH:-0}" = 1 ]; then
@@ -62,7 +63,7 @@ if [ "${TIMELINE_PREFILL:-0}" = 1 ]; then
 fi
 if [ "${MEMCHECK:-1}" = 1 ]; then
 echo "== compute-sanitizer memcheck on fixture models"
-compute-sanitizer --tool memcheck --error-exitcode 3 "$tests" \
+timeout 300 compute-sanitizer --tool memcheck --error-exitcode 3 "$tests" \
   --gtest_filter="${MEMCHECK_FILTER:-*Golden*/ple_qsa:*Golden*/nvfp4:*Golden*/many_experts:*Ngram*}" > "$out/memcheck.log" 2>&1
 echo "memcheck rc=$?"; tail -3 "$out/memcheck.log"
 fi
