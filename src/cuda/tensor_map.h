@@ -18,4 +18,9 @@ namespace imp::cuda {
 CUtensorMap strip_tensor_map(const uint8_t* pool, int32_t num_slots, uint64_t slot_bytes, const model::SlotProjection& projection,
                              bool scales, int32_t box_strips);
 
+// A paged KV cache's keys or values (bf16 rows of `width` elements, `rows` of them) as a 2D tensor; a box is 64
+// elements (128 bytes) of `box_rows` rows and lands with the 128-byte swizzle (the layout wgmma reads with
+// swizzle mode 1). Throws imp::Error when the driver refuses the map.
+CUtensorMap kv_tensor_map(const void* cache, uint64_t rows, uint32_t width, uint32_t box_rows);
+
 }  // namespace imp::cuda

@@ -59,8 +59,9 @@ void run_case(const Case& t) {
     for (float& v : cache.values) v = round_to_bf16(v);
   }
 
-  // Pages of 16 tokens, shuffled; the prefix is written on the host.
-  constexpr int kPage = 16;
+  // Pages of 64 tokens (the engine's) for even prefixes, 16 otherwise (a tile of several pages), shuffled; the
+  // prefix is written on the host.
+  const int kPage = t.prefix % 2 == 0 ? 64 : 16;
   const int total = t.prefix + T, pages = (total + kPage - 1) / kPage;
   std::vector<int32_t> table(static_cast<size_t>(pages));
   std::iota(table.begin(), table.end(), 0);
@@ -84,6 +85,7 @@ void run_case(const Case& t) {
   kv.page_table = d_table.data();
   kv.max_pages = 0;  // one sequence: every row uses table row 0
   kv.page_size = kPage;
+  kv.pages = pages;
   kv.bf16 = t.bf16_pages;
 
   // The twin on the T new rows.
@@ -192,6 +194,7 @@ void run_masked_case(const MaskedCase& t) {
   kv.page_table = d_table.data();
   kv.max_pages = 0;
   kv.page_size = kPage;
+  kv.pages = pages;
   kv.bf16 = t.bf16_pages;
   DeviceBuffer<float> d_qg(qg), d_out(static_cast<size_t>(T) * t.heads * hd);
   DeviceBuffer<uint32_t> d_mask(mask);

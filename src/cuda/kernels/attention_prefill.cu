@@ -1,10 +1,13 @@
 #include "cuda/kernels/attention_prefill.h"
 
+#include <algorithm>
 #include <cfloat>
 
 #include "cuda/check.h"
+#include "cuda/tensor_map.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/prefill_common.cuh"
+#include "cuda/kernels/wgmma_ops.cuh"
 
 namespace imp::cuda {
 namespace {
@@ -236,6 +239,287 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
+// ---- D = 256 on bf16 pages: wgmma, a producer warpgroup, 128 query rows per block ----
+// Blocks of 128 query rows x one head: two consumer warpgroups (64 rows each) and a producer warpgroup whose first
+// thread copies each attended 64-key tile's K and V by tensor copies (TMA: boxes of 64 inputs x the page's rows,
+// the 128-byte swizzle) into a ring of two stages; copied per lane with cp.async, the producer executed a third of
+// the kernel's instructions and the consumers still waited for it (session 26). Per tile a consumer computes
+// S = Q K^T by wgmma (Q K-major without swizzle, K K-major with the 128-byte swizzle), masks and exponentiates S
+// in registers as the kernel above does, then O += P V by wgmma with P from S's accumulators (their layout is the
+// A fragment's) and V read as it is stored, [keys, d] with d contiguous (B MN-major, the transpose bit). The
+// mma.sync kernel above loads every K and V fragment through ldmatrix in each warp: 734 us per layer at pp 4096
+// against 605 for this one (session 26).
+// The producer decides which tiles any of the block's rows attends (a barrier-reduction over its 128 threads, one
+// row each) and publishes each loaded tile's index with the stage; a tile index of -1 ends the consumers' loop.
+constexpr int kWgRows = 128, kWgThreads = 384, kWgD = 256;
+constexpr int kWgTileBytes = kKeys * kWgD * 2;  // one K or V tile, bf16
+// Q of both warpgroups, two stages of K and V, and 1 KB to align the stages to the swizzle's 1024-byte atoms.
+constexpr size_t kWgSmemBytes = 2 * 64 * kWgD * 2 + 2 * 2 * static_cast<size_t>(kWgTileBytes) + 1024;
+constexpr int kWgConsumerRegs = 232, kWgProducerRegs = 40;  // 2 x 128 x (232 - 168) <= 128 x (168 - 40)
+
+// Element (row m, k) of a K-major operand of `rows` rows: (k / 16) * rows * 32 + (m / 8) * 256 + ((k % 16) / 8) *
+// 128 + (m % 8) * 16 + (k % 8) * 2 bytes (LBO 128, SBO 256; checked by wgmma_probe.cu).
+__device__ __forceinline__ uint32_t kmajor_at(int m, int k, int rows) {
+  return (k / 16) * rows * 32 + (m / 8) * 256 + ((k % 16) / 8) * 128 + (m % 8) * 16 + (k % 8) * 2;
+}
+__device__ __forceinline__ uint64_t kmajor_descriptor(uint32_t address) {
+  return ((address >> 4) & 0x3fff) | (uint64_t{128 >> 4} << 16) | (uint64_t{256 >> 4} << 32);
+}
+// K and V tiles as the tensor copies leave them: four 8 KB quarters (inputs 64 q .. 64 q + 63), each [64 keys]
+// [128 bytes] with the 128-byte swizzle (16-byte chunk i of row r at chunk i ^ (r % 8)), 1024-byte aligned.
+// Descriptors (layout type 1 = 128-byte swizzle): K as the K-major B of S, one k16 step 32 bytes into its quarter's
+// rows, 8-row groups 1024 bytes apart (SBO; LBO unused); V as the MN-major B of P V, 64 d of a quarter in each
+// 128-byte row, 8-key groups 1024 bytes apart (SBO), quarters 8 KB apart (LBO).
+constexpr int kQuarterBytes = kKeys * 128;
+__device__ __forceinline__ uint64_t swizzled_descriptor(uint32_t address, uint32_t lbo) {
+  return ((address >> 4) & 0x3fff) | (static_cast<uint64_t>(lbo >> 4) << 16) | (uint64_t{1024 >> 4} << 32) |
+         (uint64_t{1} << 62);
+}
+// m64n64k16, A from registers, B MN-major (imm-trans-b 1).
+__device__ __forceinline__ void wgmma_rs64_trans_b(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"
+      " {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+}
+// The OR of `p` over the producer warpgroup's 128 threads (named barrier 3).
+__device__ __forceinline__ bool producer_any(bool p) {
+  uint32_t r;
+  asm volatile(
+      "{\n .reg .pred pi, po;\n setp.ne.b32 pi, %1, 0;\n bar.red.or.pred po, 3, 128, pi;\n selp.u32 %0, 1, 0, po;\n}\n"
+      : "=r"(r)
+      : "r"(static_cast<uint32_t>(p))
+      : "memory");
+  return r != 0;
+}
+
+__global__ void __launch_bounds__(kWgThreads, 1)
+    attention_prefill_wgmma_kernel(KvPages cache, const __grid_constant__ CUtensorMap k_map,
+                                   const __grid_constant__ CUtensorMap v_map, const float* __restrict__ q,
+                                   const float* __restrict__ gate, int head_stride, const int32_t* __restrict__ positions,
+                                   int rows, int heads, int kv_heads, const uint32_t* __restrict__ block_mask,
+                                   int mask_words, int ratio, float* __restrict__ out) {
+  constexpr int D = kWgD;
+  extern __shared__ __align__(128) uint8_t smem[];
+  uint8_t* q_tiles = smem + (1024 - smem_addr(smem) % 1024) % 1024;  // [2 warpgroups][64 rows x D] K-major
+  uint8_t* stages = q_tiles + 2 * 64 * D * 2;                            // [2][K tile | V tile], 1024-byte aligned
+  __shared__ uint64_t full[2], empty[2];
+  __shared__ int s_tile[2];
+  __shared__ int s_pos[kWgRows];
+  __shared__ int s_max;
+
+  const int row0 = (gridDim.x - 1 - blockIdx.x) * kWgRows;  // the longest rows first
+  const int h = blockIdx.y, kvh = h / (heads / kv_heads);
+  const int tid = threadIdx.x, lane = tid & 31;
+  if (tid < kWgRows) s_pos[tid] = row0 + tid < rows ? positions[row0 + tid] : -1;
+  if (tid == 0) {
+    for (int i = 0; i < 2; ++i) {
+      mbarrier_init(&full[i], 1);  // the producer's first thread, announcing the tile's bytes
+      mbarrier_init(&empty[i], 8);       // the consumer warps
+    }
+  }
+  __syncthreads();
+  if (tid < 32) {
+    int m = max(max(s_pos[lane], s_pos[lane + 32]), max(s_pos[lane + 64], s_pos[lane + 96]));
+    for (int o = 16; o > 0; o >>= 1) m = max(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (lane == 0) s_max = m;
+  }
+  __syncthreads();
+  const int max_pos = s_max;  // >= 0: row0 < rows
+
+  if (tid >= 256) {  // the producer warpgroup
+    setmaxnreg_dec<kWgProducerRegs>();
+    const int pt = tid - 256;
+    const int pos = s_pos[pt];
+    const uint32_t* mask_row =
+        block_mask != nullptr && row0 + pt < rows ? block_mask + static_cast<size_t>(row0 + pt) * mask_words : nullptr;
+    // Boxes of the page's rows (64 at most; pages of 8..64 tokens dividing 64, or multiples of 64: launch_d).
+    const int box_rows = min(cache.page_size, kKeys);
+    int stage = 0, round = 0;
+    for (int t = 0; t <= max_pos / kKeys; ++t) {
+      const int key0 = t * kKeys;
+      if (!producer_any(tile_keys(key0, pos, mask_row, ratio) != 0)) continue;
+      if (pt == 0) {
+        if (round > 0) mbarrier_wait(&empty[stage], (round - 1) & 1);
+        uint8_t* k_tile = stages + stage * 2 * kWgTileBytes;
+        uint8_t* v_tile = k_tile + kWgTileBytes;
+        s_tile[stage] = t;
+        mbarrier_arrive_expect_tx(&full[stage], 2 * kWgTileBytes);
+        for (int b = 0; b < kKeys / box_rows; ++b) {
+          // Keys past max_pos are masked for every row of the block; their box reads the tile's first page (any
+          // finite values: P is 0 there, and the cache holds no NaN, kv_cache.cpp zeroes it).
+          const int key = key0 + b * box_rows <= max_pos ? key0 + b * box_rows : key0;
+          const int row = cache.page_table[key / cache.page_size] * cache.page_size + key % cache.page_size;
+#pragma unroll
+          for (int quarter = 0; quarter < D / 64; ++quarter) {
+            const int at = quarter * kQuarterBytes + b * box_rows * 128;
+            tensor_copy_2d(k_tile + at, &k_map, kvh * D + 64 * quarter, row, &full[stage]);
+            tensor_copy_2d(v_tile + at, &v_map, kvh * D + 64 * quarter, row, &full[stage]);
+          }
+        }
+      }
+      if (++stage == 2) {
+        stage = 0;
+        ++round;
+      }
+    }
+    // The end: a stage whose tile is -1 (a plain arrival, no copies).
+    if (pt == 0) {
+      if (round > 0) mbarrier_wait(&empty[stage], (round - 1) & 1);
+      s_tile[stage] = -1;
+      mbarrier_arrive_if(true, &full[stage]);
+    }
+    return;
+  }
+
+  setmaxnreg_inc<kWgConsumerRegs>();
+  const int wg = tid / 128, wt = tid % 128, warp = wt / 32, g = lane >> 2, c = lane & 3;
+  uint8_t* q_tile = q_tiles + wg * 64 * D * 2;
+  // This warpgroup's 64 query rows into shared memory as bf16 (zeros past `rows`).
+  for (int e = wt; e < 64 * D / 4; e += 128) {
+    const int m = e / (D / 4), d4 = (e % (D / 4)) * 4, row = row0 + 64 * wg + m;
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (row < rows) v = *reinterpret_cast<const float4*>(q + (static_cast<size_t>(row) * heads + h) * head_stride + d4);
+    *reinterpret_cast<uint2*>(q_tile + kmajor_at(m, d4, 64)) = make_uint2(pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
+  }
+  fence_proxy_async();
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+  const int r0 = 64 * wg + 16 * warp + g, r1 = r0 + 8;  // this thread's rows within the block
+  const int pos0 = s_pos[r0], pos1 = s_pos[r1];
+  const uint32_t* mask0 = block_mask != nullptr && row0 + r0 < rows ? block_mask + static_cast<size_t>(row0 + r0) * mask_words : nullptr;
+  const uint32_t* mask1 = block_mask != nullptr && row0 + r1 < rows ? block_mask + static_cast<size_t>(row0 + r1) * mask_words : nullptr;
+  const float scale = 1.0f / sqrtf(static_cast<float>(D));
+  const uint32_t q_base = smem_addr(q_tile), stages_base = smem_addr(stages);
+
+  float o[4][32];
+#pragma unroll
+  for (int sl = 0; sl < 4; ++sl) {
+#pragma unroll
+    for (int i = 0; i < 32; ++i) o[sl][i] = 0.0f;
+  }
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  for (int stage = 0, round = 0;;) {
+    mbarrier_wait(&full[stage], round & 1);
+    const int t = s_tile[stage];
+    if (t < 0) break;
+    const uint32_t k_base = stages_base + stage * 2 * kWgTileBytes, v_base = k_base + kWgTileBytes;
+    // S = Q K^T: 64 rows x 64 keys over D in k16 steps.
+    float s[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s[i] = 0.0f;
+    wgmma::wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < D / 16; ++ks) {
+      wgmma::wgmma_ss<64>(s, kmajor_descriptor(q_base + ks * 64 * 32),
+                          swizzled_descriptor(k_base + (ks / 4) * kQuarterBytes + (ks % 4) * 32, 16));
+    }
+    wgmma::wgmma_commit();
+    wgmma::wgmma_wait<0>();
+    // Mask (causal and block), scale, online softmax: as the mma.sync kernel, s[4 j + e] its s[j][e].
+    const uint64_t keys_g = tile_keys(t * kKeys, pos0, mask0, ratio) >> (2 * c);
+    const uint64_t keys_g8 = tile_keys(t * kKeys, pos1, mask1, ratio) >> (2 * c);
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool visible = ((e < 2 ? keys_g : keys_g8) >> (j * 8 + (e & 1))) & 1;
+        const float v = visible ? s[4 * j + e] * scale : -INFINITY;
+        s[4 * j + e] = v;
+        if (e < 2) mx0 = fmaxf(mx0, v); else mx1 = fmaxf(mx1, v);
+      }
+    }
+#pragma unroll
+    for (int off = 1; off <= 2; off <<= 1) {
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+    }
+    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+    const float base0 = mn0 == -INFINITY ? 0.0f : mn0, base1 = mn1 == -INFINITY ? 0.0f : mn1;
+    const float corr0 = __expf(m0 - base0), corr1 = __expf(m1 - base1);
+    float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      s[4 * j] = __expf(s[4 * j] - base0);
+      s[4 * j + 1] = __expf(s[4 * j + 1] - base0);
+      s[4 * j + 2] = __expf(s[4 * j + 2] - base1);
+      s[4 * j + 3] = __expf(s[4 * j + 3] - base1);
+      sum0 += s[4 * j] + s[4 * j + 1];
+      sum1 += s[4 * j + 2] + s[4 * j + 3];
+    }
+    l0 = l0 * corr0 + sum0;
+    l1 = l1 * corr1 + sum1;
+    m0 = mn0;
+    m1 = mn1;
+#pragma unroll
+    for (int sl = 0; sl < 4; ++sl) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        o[sl][4 * j] *= corr0;
+        o[sl][4 * j + 1] *= corr0;
+        o[sl][4 * j + 2] *= corr1;
+        o[sl][4 * j + 3] *= corr1;
+      }
+    }
+    // O += P V: per 16 keys the A fragment from S (rows g, g + 8; keys 2c, 2c + 1 and 8 more), all four made before
+    // the fence (made between the wgmmas, ptxas fenced each again, C7519), then V's four 64-d slices.
+    uint32_t a[kKeys / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      a[kk][0] = pack_bf16x2(s[8 * kk], s[8 * kk + 1]);
+      a[kk][1] = pack_bf16x2(s[8 * kk + 2], s[8 * kk + 3]);
+      a[kk][2] = pack_bf16x2(s[8 * kk + 4], s[8 * kk + 5]);
+      a[kk][3] = pack_bf16x2(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+    wgmma::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+#pragma unroll
+      for (int sl = 0; sl < 4; ++sl) {
+        wgmma_rs64_trans_b(o[sl], a[kk], swizzled_descriptor(v_base + sl * kQuarterBytes + kk * 16 * 128, kQuarterBytes));
+      }
+    }
+    wgmma::wgmma_commit();
+    wgmma::wgmma_wait<0>();
+    mbarrier_arrive_if(lane == 0, &empty[stage]);
+    if (++stage == 2) {
+      stage = 0;
+      ++round;
+    }
+  }
+
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {
+    l0 += __shfl_xor_sync(0xffffffffu, l0, off);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, off);
+  }
+  const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = row0 + (half ? r1 : r0);
+    if (row >= rows) continue;
+    const float inv = half ? inv1 : inv0;
+    const float* grow = gate + (static_cast<size_t>(row) * heads + h) * head_stride;
+    float* orow = out + (static_cast<size_t>(row) * heads + h) * D;
+#pragma unroll
+    for (int sl = 0; sl < 4; ++sl) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int d = 64 * sl + 8 * j + 2 * c;
+        const float2 gv = *reinterpret_cast<const float2*>(grow + d);
+        *reinterpret_cast<float2*>(orow + d) = make_float2(o[sl][4 * j + 2 * half] * inv * sigmoidf(gv.x),
+                                                           o[sl][4 * j + 2 * half + 1] * inv * sigmoidf(gv.y));
+      }
+    }
+  }
+}
+
 template <int D>
 void launch_d(const KvPages& cache, const float* q, const float* gate, int head_stride, const int32_t* positions,
               int rows, int heads, int kv_heads, const uint32_t* block_mask, int mask_words, int ratio, float* out,
@@ -247,6 +531,25 @@ void launch_d(const KvPages& cache, const float* q, const float* gate, int head_
     return true;
   }();
   (void)ready;
+  if constexpr (D == kWgD) {
+    const int ps = cache.page_size;
+    if (cache.bf16 && cache.pages > 0 && (ps % kKeys == 0 || (kKeys % ps == 0 && ps >= 8))) {
+      static const bool wg_ready = [] {
+        IMP_CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(kWgSmemBytes)));
+        return true;
+      }();
+      (void)wg_ready;
+      const uint64_t cache_rows = static_cast<uint64_t>(cache.pages) * static_cast<uint64_t>(ps);
+      const uint32_t box_rows = static_cast<uint32_t>(std::min(ps, kKeys)), width = static_cast<uint32_t>(kv_heads * D);
+      const CUtensorMap k_map = kv_tensor_map(cache.keys, cache_rows, width, box_rows);
+      const CUtensorMap v_map = kv_tensor_map(cache.values, cache_rows, width, box_rows);
+      attention_prefill_wgmma_kernel<<<dim3((rows + kWgRows - 1) / kWgRows, heads), kWgThreads, kWgSmemBytes, stream>>>(
+          cache, k_map, v_map, q, gate, head_stride, positions, rows, heads, kv_heads, block_mask, mask_words, ratio, out);
+      IMP_CUDA_CHECK_LAUNCH();
+      return;
+    }
+  }
   const dim3 grid((rows + kRows - 1) / kRows, heads);
   if (cache.bf16) {
     attention_prefill_kernel<D, true><<<grid, kThreads, bytes, stream>>>(cache, q, gate, head_stride, positions, rows, heads, kv_heads,

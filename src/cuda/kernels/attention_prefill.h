@@ -20,7 +20,11 @@
 //   launch_attention_decode over that token list); a row that attends nothing writes zeros. Key tiles that no
 //   row of a 64-row query tile attends are skipped (neither loaded nor multiplied).
 //   Blocks: 64 query rows x one head, 4 warps of 16 rows; K/V tiles of 64 tokens; ~100 KB shared memory at
-//   D = 256 (two blocks per SM). No allocation.
+//   D = 256 (two blocks per SM). D = 256 on bf16 pages of 8..64 tokens dividing 64 or multiples of 64, with
+//   cache.pages set, instead: 128 query rows x one head, two consumer warpgroups on wgmma and a producer
+//   warpgroup whose first thread copies K/V by tensor copies, 194 KB of shared memory (one block per SM); key
+//   tiles no row of the 128 attends are skipped. Whole pages are copied: the cache must hold no NaN past a
+//   sequence's end (KvCache zeroes its pool). Host: two tensor maps encoded per call. No allocation.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "cuda/check.h"
 #include "cuda/kernels/random_fill.h"
 
 namespace imp::cuda {
@@ -12,6 +13,11 @@ KvCache::KvCache(int32_t pages, int32_t layers, int32_t kv_width) : pages_(pages
   for (int32_t l = 0; l < layers; ++l) {
     keys_.emplace_back(elements);
     values_.emplace_back(elements);
+  }
+  // Zeroed once: the prefill attention's tensor copies read whole pages, rows past a sequence's end included
+  // (masked, multiplied by P = 0), so the pool must never hold NaN, as fresh device memory may.
+  for (auto* pools : {&keys_, &values_}) {
+    for (auto& pool : *pools) IMP_CUDA_CHECK(cudaMemset(pool.data(), 0, pool.size() * sizeof(uint16_t)));
   }
   // Highest id first so take() hands out 0, 1, 2, ...
   for (int32_t p = pages - 1; p >= 0; --p) free_.push_back(p);
@@ -58,6 +64,7 @@ KvPages KvCache::pages(int32_t layer, const int32_t* page_table, int32_t max_pag
   p.page_table = page_table;
   p.max_pages = max_pages;
   p.page_size = kPageSize;
+  p.pages = pages_;
   p.bf16 = true;
   return p;
 }
