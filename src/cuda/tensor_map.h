@@ -1,5 +1,6 @@
-// Tensor maps for the bulk tensor copies (TMA, cp.async.bulk.tensor) of the expert slot pool: one instruction
-// copies a box of several strided runs (e.g. one supertile of 8 or 16 weight strips) into shared memory.
+// Tensor maps for the bulk tensor copies (TMA, cp.async.bulk.tensor) of the expert slot pool and the KV cache: one
+// instruction copies a box of several strided runs (e.g. one supertile of 8 or 16 weight strips, or 64 inputs of a
+// page's rows) into shared memory.
 // The map is built by the driver's cuTensorMapEncodeTiled, reached through the runtime (no libcuda link).
 #pragma once
 
