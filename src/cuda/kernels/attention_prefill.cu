@@ -321,7 +321,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
   if (tid == 0) {
     for (int i = 0; i < 2; ++i) {
       mbarrier_init(&full[i], 1);  // the producer's first thread, announcing the tile's bytes
-      mbarrier_init(&empty[i], 8);       // the consumer warps
+      mbarrier_init(&empty[i], 8);  // the consumer warps
     }
   }
   __syncthreads();
