@@ -24,6 +24,8 @@
 #include <random>
 #include <vector>
 
+#include "cuda/kernels/wgmma_ops.cuh"  // wgmma_rs_tb<64>: B MN-major (imm-trans-b 1)
+
 #define CK(x)                                                                 \
   do {                                                                        \
     cudaError_t e = (x);                                                      \
@@ -41,22 +43,6 @@ __device__ uint64_t descriptor(uint32_t smem_byte_address, uint32_t lbo, uint32_
   return ((smem_byte_address >> 4) & 0x3fff) | (static_cast<uint64_t>(lbo >> 4) << 16) | (static_cast<uint64_t>(sbo >> 4) << 32);
 }
 
-// m64nNk16 with A from registers and B transposed (MN-major): the last immediate (imm-trans-b) is 1.
-template <int N>
-__device__ __forceinline__ void wgmma_rs_tb(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b);
-template <>
-__device__ __forceinline__ void wgmma_rs_tb<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"
-      " {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
-}
 // N = 256 as four m64n64 products on 64-column slices of B: the slice starting at column 64 s is the same layout
 // with the start address moved by 8 core matrices (s * 8 * 128 bytes), which this also checks.
 
@@ -82,7 +68,7 @@ __global__ void __launch_bounds__(128) probe_kernel(const __nv_bfloat16* a, cons
       const uint32_t frag[4] = {pair_at(g, k0 + 2 * cq), pair_at(g + 8, k0 + 2 * cq), pair_at(g, k0 + 2 * cq + 8),
                                 pair_at(g + 8, k0 + 2 * cq + 8)};
       asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-      wgmma_rs_tb<64>(d, frag, descriptor(base + mn_major_offset(64 * s, k0, N), lbo, sbo));
+      imp::cuda::wgmma::wgmma_rs_tb<64>(d, frag, descriptor(base + mn_major_offset(64 * s, k0, N), lbo, sbo));
       asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
       asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     }

@@ -275,19 +275,6 @@ __device__ __forceinline__ uint64_t swizzled_descriptor(uint32_t address, uint32
   return ((address >> 4) & 0x3fff) | (static_cast<uint64_t>(lbo >> 4) << 16) | (uint64_t{1024 >> 4} << 32) |
          (uint64_t{1} << 62);
 }
-// m64n64k16, A from registers, B MN-major (imm-trans-b 1).
-__device__ __forceinline__ void wgmma_rs64_trans_b(float (&d)[32], const uint32_t (&a)[4], uint64_t desc_b) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31},"
-      " {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
-        "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
-        "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
-        "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
-}
 // The OR of `p` over the producer warpgroup's 128 threads (named barrier 3).
 __device__ __forceinline__ bool producer_any(bool p) {
   uint32_t r;
@@ -482,7 +469,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     for (int kk = 0; kk < kKeys / 16; ++kk) {
 #pragma unroll
       for (int sl = 0; sl < 4; ++sl) {
-        wgmma_rs64_trans_b(o[sl], a[kk], swizzled_descriptor(v_base + sl * kQuarterBytes + kk * 16 * 128, kQuarterBytes));
+        wgmma::wgmma_rs_tb<64>(o[sl], a[kk], swizzled_descriptor(v_base + sl * kQuarterBytes + kk * 16 * 128, kQuarterBytes));
       }
     }
     wgmma::wgmma_commit();
