@@ -16,9 +16,12 @@ KvCache::KvCache(int32_t pages, int32_t layers, int32_t kv_width) : pages_(pages
   }
   // Zeroed once: the prefill attention's tensor copies read whole pages, rows past a sequence's end included
   // (masked, multiplied by P = 0), so the pool must never hold NaN, as fresh device memory may.
+  // cudaMemset runs on the legacy stream, which the engine's non-blocking streams do not wait for: finished here,
+  // before any of them writes a page.
   for (auto* pools : {&keys_, &values_}) {
     for (auto& pool : *pools) IMP_CUDA_CHECK(cudaMemset(pool.data(), 0, pool.size() * sizeof(uint16_t)));
   }
+  IMP_CUDA_CHECK(cudaDeviceSynchronize());
   // Highest id first so take() hands out 0, 1, 2, ...
   for (int32_t p = pages - 1; p >= 0; --p) free_.push_back(p);
 }
