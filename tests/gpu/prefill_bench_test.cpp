@@ -130,6 +130,7 @@ TEST(PrefillBench, DISABLED_AttentionCausal) {
   kv.values = values.data();
   kv.page_table = d_table.data();
   kv.page_size = page;
+  kv.pages = pages;
   kv.bf16 = true;
   const double ms = median_ms([&] {
     launch_attention_prefill(kv, qg.data(), qg.data() + hd, 2 * hd, d_pos.data(), T, heads, kv_heads, hd, out.data(), nullptr);

@@ -27,7 +27,7 @@ struct KvPages {
   const int32_t* page_table = nullptr;  // [rows, max_pages]
   int32_t max_pages = 0;
   int32_t page_size = 0;
-  int32_t pages = 0;  // pages in the pool (the bound of the prefill attention's tensor copies; 0: unknown)
+  int32_t pages = 0;  // pages in the pool (the extent of the prefill attention's tensor maps)
   bool bf16 = true;   // storage: bf16 bits, or fp32
 };
 

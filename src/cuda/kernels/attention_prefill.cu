@@ -255,7 +255,9 @@ constexpr int kWgRows = 128, kWgThreads = 384, kWgD = 256;
 constexpr int kWgTileBytes = kKeys * kWgD * 2;  // one K or V tile, bf16
 // Q of both warpgroups, two stages of K and V, and 1 KB to align the stages to the swizzle's 1024-byte atoms.
 constexpr size_t kWgSmemBytes = 2 * 64 * kWgD * 2 + 2 * 2 * static_cast<size_t>(kWgTileBytes) + 1024;
-constexpr int kWgConsumerRegs = 232, kWgProducerRegs = 40;  // 2 x 128 x (232 - 168) <= 128 x (168 - 40)
+constexpr int kWgConsumerRegs = 232, kWgProducerRegs = 40;
+static_assert(setmaxnreg_balances(launch_register_cap(kWgThreads, 1), 2, kWgConsumerRegs, 1, kWgProducerRegs),
+              "two consumer warpgroups take at most what the producer warpgroup gives back");
 
 // Element (row m, k) of a K-major operand of `rows` rows: (k / 16) * rows * 32 + (m / 8) * 256 + ((k % 16) / 8) *
 // 128 + (m % 8) * 16 + (k % 8) * 2 bytes (LBO 128, SBO 256; checked by wgmma_probe.cu).
@@ -520,7 +522,9 @@ void launch_d(const KvPages& cache, const float* q, const float* gate, int head_
   (void)ready;
   if constexpr (D == kWgD) {
     const int ps = cache.page_size;
-    if (cache.bf16 && cache.pages > 0 && (ps % kKeys == 0 || (kKeys % ps == 0 && ps >= 8))) {
+    if (cache.bf16 && (ps % kKeys == 0 || (kKeys % ps == 0 && ps >= 8))) {
+      // The tensor maps need the pool's extent: not set is a caller's bug, not a reason to take the other kernel.
+      if (cache.pages <= 0) throw_invalid_launch("attention prefill: KvPages.pages (the pool's page count) must be set");
       static const bool wg_ready = [] {
         IMP_CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                             static_cast<int>(kWgSmemBytes)));

@@ -92,6 +92,13 @@ __device__ __forceinline__ void mbarrier_arrive_if(bool arrive, uint64_t* bar) {
       : "memory");
 }
 // A warpgroup's registers per thread, lowered or raised (sm_90a; all of its warps, converged; multiples of 8).
+// The registers move through the block's pool: warpgroups raised above the launch bounds' cap may take only what
+// the lowered ones give back (asking more, they wait for it forever: a hang, session 25), which
+// setmaxnreg_balances checks at compile time.
+constexpr int launch_register_cap(int threads, int blocks_per_sm) { return 65536 / (threads * blocks_per_sm) / 8 * 8; }
+constexpr bool setmaxnreg_balances(int cap, int raised_warpgroups, int raised, int lowered_warpgroups, int lowered) {
+  return raised_warpgroups * (raised - cap) <= lowered_warpgroups * (cap - lowered);
+}
 template <int kRegs>
 __device__ __forceinline__ void setmaxnreg_dec() {
   asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));

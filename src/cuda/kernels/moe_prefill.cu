@@ -30,13 +30,12 @@ constexpr int kConsumerWarps = 8, kConsumerThreads = 32 * kConsumerWarps, kThrea
 template <int kPairs>
 constexpr int kBlocksPerSm = kPairs == kWidePairs ? 1 : 2;
 template <int kPairs>
-constexpr int kLaunchRegs = 65536 / (kThreads * kBlocksPerSm<kPairs>) / 8 * 8;  // ptxas's cap from the launch bounds
-template <int kPairs>
 constexpr int kConsumerRegs = kPairs == kWidePairs ? 232 : 104;
 template <int kPairs>
 constexpr int kProducerRegs = kPairs == kWidePairs ? 40 : 24;
 template <int kPairs>
-constexpr bool kRegistersBalance = 2 * (kConsumerRegs<kPairs> - kLaunchRegs<kPairs>) <= kLaunchRegs<kPairs> - kProducerRegs<kPairs>;
+constexpr bool kRegistersBalance = setmaxnreg_balances(launch_register_cap(kThreads, kBlocksPerSm<kPairs>), 2,
+                                                       kConsumerRegs<kPairs>, 1, kProducerRegs<kPairs>);
 static_assert(kRegistersBalance<kWidePairs> && kRegistersBalance<kNarrowPairs>,
               "two consumer warpgroups take at most what the producer warpgroup gives back");
 constexpr int kStrips = 16;      // 16-row weight strips per block: 2 warpgroups x 4 warps x 2
