@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepared in session 26 (compiled, not run). Four steps on the TMA flash attention (d507e94: 605 us per layer at
-# pp 4096) and a refactor, each against head28 (= 491162d):
+# pp 4096) and a refactor, each against head28 (= c87595b):
 #   fak  (session26_attention_prefill_k_ahead.patch): K and V on rings of their own, K three stages and a tile ahead
 #        of V (K is free once S is done; 64 KB of Q + 5 x 32 KB of stages = 225 KB);
 #   fag  (session26_attention_prefill_gate_prefetch.patch): the producer warps prefetch the block's gate rows into L2,
