@@ -17,26 +17,15 @@ def outs(count):
     return ", ".join(f'"+f"(d[{i}])' for i in range(count))
 
 
-def rs(n):
+def rs(n, trans_b=False):
+    """wgmma_rs<N>, or with trans_b wgmma_rs_tb<N> (B MN-major: the last immediate, imm-trans-b, is 1)."""
     m = n // 2
+    name = "wgmma_rs_tb" if trans_b else "wgmma_rs"
     return f"""template <>
-__device__ __forceinline__ void wgmma_rs<{n}>(float (&d)[{m}], const uint32_t (&a)[4], uint64_t desc_b) {{
+__device__ __forceinline__ void {name}<{n}>(float (&d)[{m}], const uint32_t (&a)[4], uint64_t desc_b) {{
   asm volatile(
       "{{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"
-      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {{{regs(0, m)}}}, {{{regs(m, 4)}}}, %{m + 4}, p, 1, 1, 0;\\n}}\\n"
-      : {outs(m)}
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
-}}
-"""
-
-
-def rs_tb(n):
-    m = n // 2
-    return f"""template <>
-__device__ __forceinline__ void wgmma_rs_tb<{n}>(float (&d)[{m}], const uint32_t (&a)[4], uint64_t desc_b) {{
-  asm volatile(
-      "{{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"
-      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {{{regs(0, m)}}}, {{{regs(m, 4)}}}, %{m + 4}, p, 1, 1, 1;\\n}}\\n"
+      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {{{regs(0, m)}}}, {{{regs(m, 4)}}}, %{m + 4}, p, 1, 1, {int(trans_b)};\\n}}\\n"
       : {outs(m)}
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
 }}
@@ -91,6 +80,6 @@ __device__ void wgmma_rs_tb(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t 
 
 """
 
-body = HEAD + "".join(rs(n) for n in NS) + "".join(ss(n) for n in NS) + "".join(rs_tb(n) for n in NS_TB) + "}  // namespace imp::cuda::wgmma\n"
+body = HEAD + "".join(rs(n) for n in NS) + "".join(ss(n) for n in NS) + "".join(rs(n, trans_b=True) for n in NS_TB) + "}  // namespace imp::cuda::wgmma\n"
 OUT.write_text(body)
 print(f"wrote {OUT} ({len(body)} bytes)")
