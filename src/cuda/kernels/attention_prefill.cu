@@ -328,6 +328,12 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const int pos = s_pos[pt];
     const uint32_t* mask_row =
         block_mask != nullptr && row0 + pt < rows ? block_mask + static_cast<size_t>(row0 + pt) * mask_words : nullptr;
+    // The block's gate rows into L2 while the tiles run: the consumers' epilogue reads them (session 26's profile of
+    // the cp.async form: ~10% of its samples waited on those loads).
+    if (row0 + pt < rows) {
+      const float* grow = gate + (static_cast<size_t>(row0 + pt) * heads + h) * head_stride;
+      for (int i = 0; i < D / 32; ++i) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(grow + 32 * i));
+    }
     // Boxes of the page's rows (64 at most; pages of 8..64 tokens dividing 64, or multiples of 64: launch_d).
     const int box_rows = min(cache.page_size, kKeys);
     int stage = 0, round = 0;
@@ -489,21 +495,30 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     l1 += __shfl_xor_sync(0xffffffffu, l1, off);
   }
   const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+  // Per 64-d slice, all 16 of the thread's gate pairs are loaded before the first is used (one round trip per
+  // slice, not per pair); o[sl] is dead once its slice is written.
+  const int row_of[2] = {row0 + r0, row0 + r1};
+  const float inv[2] = {inv0, inv1};
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int row = row0 + (half ? r1 : r0);
-    if (row >= rows) continue;
-    const float inv = half ? inv1 : inv0;
-    const float* grow = gate + (static_cast<size_t>(row) * heads + h) * head_stride;
-    float* orow = out + (static_cast<size_t>(row) * heads + h) * D;
+  for (int sl = 0; sl < 4; ++sl) {
+    float2 gv[2][8];
 #pragma unroll
-    for (int sl = 0; sl < 4; ++sl) {
+    for (int half = 0; half < 2; ++half) {
+      const float* grow = gate + (static_cast<size_t>(row_of[half]) * heads + h) * head_stride + 64 * sl + 2 * c;
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        const int d = 64 * sl + 8 * j + 2 * c;
-        const float2 gv = *reinterpret_cast<const float2*>(grow + d);
-        *reinterpret_cast<float2*>(orow + d) = make_float2(o[sl][4 * j + 2 * half] * inv * sigmoidf(gv.x),
-                                                           o[sl][4 * j + 2 * half + 1] * inv * sigmoidf(gv.y));
+        gv[half][j] = row_of[half] < rows ? *reinterpret_cast<const float2*>(grow + 8 * j) : make_float2(0.0f, 0.0f);
+      }
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      if (row_of[half] >= rows) continue;
+      float* orow = out + (static_cast<size_t>(row_of[half]) * heads + h) * D + 64 * sl + 2 * c;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        *reinterpret_cast<float2*>(orow + 8 * j) =
+            make_float2(o[sl][4 * j + 2 * half] * inv[half] * sigmoidf(gv[half][j].x),
+                        o[sl][4 * j + 2 * half + 1] * inv[half] * sigmoidf(gv[half][j].y));
       }
     }
   }
