@@ -46,6 +46,51 @@ __device__ __forceinline__ uint64_t tile_keys(int key0, int pos, const uint32_t*
   return keys;
 }
 
+// The online softmax of one 64-key tile for a thread's rows g and g + 8: s(j, e) is S's element for key
+// 8 j + 2 c + (e & 1) of row g (e < 2) or g + 8 (e >= 2), the order in which mma m16n8 and wgmma m64nN accumulators
+// both hold it; keys_g, keys_g8 the rows' visible keys shifted right by 2 c (so the shifts below are constants).
+// Masks (causal and block), scales and exponentiates S in place, updates the running maxima and sums, and returns
+// O's correction factors (row g, row g + 8). A row with nothing visible yet (rows past `rows`, masked rows) keeps
+// m = -inf: it subtracts 0 instead (p = 0); a row that never sees a key ends with l = 0 and writes zeros.
+template <typename S>
+__device__ __forceinline__ float2 online_softmax_tile(S&& s, uint64_t keys_g, uint64_t keys_g8, float scale, float& m0,
+                                                      float& m1, float& l0, float& l1) {
+  float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const bool visible = ((e < 2 ? keys_g : keys_g8) >> (j * 8 + (e & 1))) & 1;
+      const float v = visible ? s(j, e) * scale : -INFINITY;
+      s(j, e) = v;
+      if (e < 2) mx0 = fmaxf(mx0, v); else mx1 = fmaxf(mx1, v);
+    }
+  }
+#pragma unroll
+  for (int off = 1; off <= 2; off <<= 1) {  // the 4 lanes of a quad share a row
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
+  }
+  const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+  const float base0 = mn0 == -INFINITY ? 0.0f : mn0, base1 = mn1 == -INFINITY ? 0.0f : mn1;
+  const float corr0 = __expf(m0 - base0), corr1 = __expf(m1 - base1);
+  float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    s(j, 0) = __expf(s(j, 0) - base0);
+    s(j, 1) = __expf(s(j, 1) - base0);
+    s(j, 2) = __expf(s(j, 2) - base1);
+    s(j, 3) = __expf(s(j, 3) - base1);
+    sum0 += s(j, 0) + s(j, 1);
+    sum1 += s(j, 2) + s(j, 3);
+  }
+  l0 = l0 * corr0 + sum0;
+  l1 = l1 * corr1 + sum1;
+  m0 = mn0;
+  m1 = mn1;
+  return make_float2(corr0, corr1);
+}
+
 template <int D, bool kBf16>
 __global__ void __launch_bounds__(kThreads, 2)
     attention_prefill_kernel(KvPages cache, const float* __restrict__ q, const float* __restrict__ gate, int head_stride,
@@ -152,44 +197,11 @@ __global__ void __launch_bounds__(kThreads, 2)
         mma_16816(s[2 * nj + 1], a, r[2], r[3]);
       }
     }
-    // Mask (causal and block), scale, online softmax (rows g and g + 8; the 4 lanes of a quad share a row).
-    // Key ni * 8 + 2c + (e & 1) is bit ni * 8 + (e & 1) after the shift by 2c: constant shifts below.
-    const uint64_t keys_g = s_keys[warp * 16 + g] >> (2 * c), keys_g8 = s_keys[warp * 16 + g + 8] >> (2 * c);
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-    for (int ni = 0; ni < 8; ++ni) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const bool visible = ((e < 2 ? keys_g : keys_g8) >> (ni * 8 + (e & 1))) & 1;
-        const float v = visible ? s[ni][e] * scale : -INFINITY;
-        s[ni][e] = v;
-        if (e < 2) mx0 = fmaxf(mx0, v); else mx1 = fmaxf(mx1, v);
-      }
-    }
-#pragma unroll
-    for (int off = 1; off <= 2; off <<= 1) {
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-    }
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    // A row with nothing visible yet (rows past `rows`, masked rows) keeps m = -inf: subtract 0 instead (p = 0);
-    // a row that never sees a key ends with l = 0 and writes zeros.
-    const float base0 = mn0 == -INFINITY ? 0.0f : mn0, base1 = mn1 == -INFINITY ? 0.0f : mn1;
-    const float corr0 = __expf(m0 - base0), corr1 = __expf(m1 - base1);
-    float sum0 = 0.0f, sum1 = 0.0f;
-#pragma unroll
-    for (int ni = 0; ni < 8; ++ni) {
-      s[ni][0] = __expf(s[ni][0] - base0);
-      s[ni][1] = __expf(s[ni][1] - base0);
-      s[ni][2] = __expf(s[ni][2] - base1);
-      s[ni][3] = __expf(s[ni][3] - base1);
-      sum0 += s[ni][0] + s[ni][1];
-      sum1 += s[ni][2] + s[ni][3];
-    }
-    l0 = l0 * corr0 + sum0;
-    l1 = l1 * corr1 + sum1;
-    m0 = mn0;
-    m1 = mn1;
+    // Mask, scale, online softmax (rows g and g + 8).
+    const float2 corr = online_softmax_tile([&](int j, int e) -> float& { return s[j][e]; },
+                                            s_keys[warp * 16 + g] >> (2 * c), s_keys[warp * 16 + g + 8] >> (2 * c),
+                                            scale, m0, m1, l0, l1);
+    const float corr0 = corr.x, corr1 = corr.y;
 #pragma unroll
     for (int dt = 0; dt < D / 8; ++dt) {
       o[dt][0] *= corr0;
@@ -416,42 +428,11 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     }
     wgmma::wgmma_commit();
     wgmma::wgmma_wait<0>();
-    // Mask (causal and block), scale, online softmax: as the mma.sync kernel, s[4 j + e] its s[j][e].
-    const uint64_t keys_g = tile_keys(t * kKeys, pos0, mask0, ratio) >> (2 * c);
-    const uint64_t keys_g8 = tile_keys(t * kKeys, pos1, mask1, ratio) >> (2 * c);
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const bool visible = ((e < 2 ? keys_g : keys_g8) >> (j * 8 + (e & 1))) & 1;
-        const float v = visible ? s[4 * j + e] * scale : -INFINITY;
-        s[4 * j + e] = v;
-        if (e < 2) mx0 = fmaxf(mx0, v); else mx1 = fmaxf(mx1, v);
-      }
-    }
-#pragma unroll
-    for (int off = 1; off <= 2; off <<= 1) {
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, off));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, off));
-    }
-    const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-    const float base0 = mn0 == -INFINITY ? 0.0f : mn0, base1 = mn1 == -INFINITY ? 0.0f : mn1;
-    const float corr0 = __expf(m0 - base0), corr1 = __expf(m1 - base1);
-    float sum0 = 0.0f, sum1 = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      s[4 * j] = __expf(s[4 * j] - base0);
-      s[4 * j + 1] = __expf(s[4 * j + 1] - base0);
-      s[4 * j + 2] = __expf(s[4 * j + 2] - base1);
-      s[4 * j + 3] = __expf(s[4 * j + 3] - base1);
-      sum0 += s[4 * j] + s[4 * j + 1];
-      sum1 += s[4 * j + 2] + s[4 * j + 3];
-    }
-    l0 = l0 * corr0 + sum0;
-    l1 = l1 * corr1 + sum1;
-    m0 = mn0;
-    m1 = mn1;
+    // Mask, scale, online softmax: as the mma.sync kernel, s[4 j + e] its s[j][e].
+    const float2 corr = online_softmax_tile([&](int j, int e) -> float& { return s[4 * j + e]; },
+                                            tile_keys(t * kKeys, pos0, mask0, ratio) >> (2 * c),
+                                            tile_keys(t * kKeys, pos1, mask1, ratio) >> (2 * c), scale, m0, m1, l0, l1);
+    const float corr0 = corr.x, corr1 = corr.y;
 #pragma unroll
     for (int sl = 0; sl < 4; ++sl) {
 #pragma unroll
