@@ -165,8 +165,9 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
   const int32_t* selected = nullptr;
   const int32_t* count = nullptr;
   if (c.has_qsa) {
+    const auto cached_blocks = static_cast<int32_t>(state.block_keys.size() / static_cast<size_t>(id));
     launch_qsa_select(index, ih, id, state.block_keys.data(), position, ratio, static_cast<int32_t>(c.block_topk()),
-                      ws.qsa_scores.data(), ws.qsa_selected.data(), ws.qsa_count.data(), stream);
+                      cached_blocks, ws.qsa_scores.data(), ws.qsa_selected.data(), ws.qsa_count.data(), stream);
     selected = ws.qsa_selected.data();
     count = ws.qsa_count.data();
   }

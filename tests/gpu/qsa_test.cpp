@@ -19,7 +19,9 @@ namespace {
 
 using namespace testing_support;
 
-void run_case(int heads, int dim, int budget, int ratio, int tokens, float query_bias) {
+// capacity_blocks: the block-key cache's capacity handed to launch_qsa_select (0: just the blocks), which picks
+// the cluster kernel or the one-block kernel that reads the scores from L2 in every pass.
+void run_case(int heads, int dim, int budget, int ratio, int tokens, float query_bias, int capacity_blocks = 0) {
   model::ModelConfig config;
   config.head_dim = dim;
   config.partial_rotary_factor = 0.5;
@@ -48,7 +50,8 @@ void run_case(int heads, int dim, int budget, int ratio, int tokens, float query
   DeviceBuffer<float> d_raw(raw), d_inv_freq(rope.inv_freq);
   DeviceBuffer<uint16_t> d_k_norm(k_norm_bits);
   const int blocks = tokens / ratio;
-  DeviceBuffer<float> d_block_keys(static_cast<size_t>(blocks) * dim), d_scores(static_cast<size_t>(blocks) + 1);
+  const int capacity = std::max(capacity_blocks, blocks);
+  DeviceBuffer<float> d_block_keys(static_cast<size_t>(capacity) * dim), d_scores(static_cast<size_t>(blocks) + 1);
   // Fill the block-key cache as blocks complete over time: the first half by range (prefill), the rest
   // token by token with the decode prep kernel, which must only write when a token completes a block.
   launch_qsa_block_keys(d_raw.data(), 0, blocks / 2, ratio, dim, d_k_norm.data(), 1e-6f, static_cast<int>(config.rotary_dim()),
@@ -80,7 +83,7 @@ void run_case(int heads, int dim, int budget, int ratio, int tokens, float query
 
     DeviceBuffer<float> d_queries(queries);
     d_position.upload(std::span<const int32_t>(&position, 1));
-    launch_qsa_select(d_queries.data(), heads, dim, d_block_keys.data(), d_position.data(), ratio, budget / ratio,
+    launch_qsa_select(d_queries.data(), heads, dim, d_block_keys.data(), d_position.data(), ratio, budget / ratio, capacity,
                       d_scores.data(), d_selected.data(), d_count.data(), nullptr);
     const int count = d_count.download()[0];
     const std::vector<int32_t> got_all = d_selected.download();
@@ -167,7 +170,8 @@ void run_rows_case(int heads, int dim, int budget, int ratio, int tokens, float 
     ASSERT_EQ(got, want) << "row " << r << " position " << p;
 
     launch_qsa_select(d_queries.data() + static_cast<size_t>(r) * heads * dim, heads, dim, d_block_keys.data(),
-                      d_positions.data() + r, ratio, block_topk, d_scores.data(), d_selected.data(), d_count.data(), nullptr);
+                      d_positions.data() + r, ratio, block_topk, std::max(blocks, 1), d_scores.data(), d_selected.data(),
+                      d_count.data(), nullptr);
     const int count = d_count.download()[0];
     const std::vector<int32_t> per_row = d_selected.download();
     ASSERT_EQ(std::vector<int64_t>(per_row.begin(), per_row.begin() + count), got) << "row " << r << " position " << p;
@@ -187,6 +191,13 @@ TEST(GpuQsa, SelectionMatchesCpuWithManyTies) { run_case(2, 32, 32, 4, 400, -1.5
 // the released shapes and inside a run of ties.
 TEST(GpuQsa, SelectionMatchesCpuBeyondOneBlockPerThread) { run_case(4, 128, 2048, 4, 9001, 0.0f); }
 TEST(GpuQsa, SelectionMatchesCpuWithManyTiesBeyondOneBlockPerThread) { run_case(2, 32, 32, 4, 9001, -1.5f); }
+// At 32K context (8250 blocks, the decode bench's shape), and the one-block kernel for caches beyond the
+// cluster's keys (the same cases).
+TEST(GpuQsa, SelectionMatchesCpuAt32k) { run_case(4, 128, 2048, 4, 33000, 0.0f); }
+TEST(GpuQsa, SelectionMatchesCpuBeyondTheCluster) {
+  run_case(4, 128, 2048, 4, 9001, 0.0f, qsa_select_cluster_max_blocks() + 1);
+  run_case(2, 32, 32, 4, 9001, -1.5f, qsa_select_cluster_max_blocks() + 1);
+}
 
 // Batched selection (one launch, bitmaps): released shapes over ~2250 blocks; many zero-score ties (the cut
 // inside a run of ties); every score equal (the tie rule alone); ratio 8 and a small head (long_sparse-like);

@@ -23,12 +23,15 @@ void launch_qsa_block_keys(const float* raw_keys, int32_t first_block, int32_t l
                            float* block_keys, cudaStream_t stream);
 
 // One row at positions[0] (device memory, so a captured graph replays at any length): queries [heads, dim]
-// (normed, rotated); blocks = complete blocks of the visible tokens (position + 1) / ratio; scores scratch [blocks]. Writes selected [block_topk * ratio + ratio - 1] and
-// its count. A grid-wide kernel writes the scores, then one block of threads does the selection (a radix
-// select on the score bits, parallel scans).
+// (normed, rotated); blocks = complete blocks of the visible tokens (position + 1) / ratio <= max_blocks (the
+// block-key cache's capacity); scores scratch [blocks]. Writes selected [block_topk * ratio + ratio - 1] and
+// its count. A grid-wide kernel writes the scores, then the selection (a radix select on the score bits, parallel
+// scans) runs on a cluster of blocks when max_blocks <= qsa_select_cluster_max_blocks(), else on one block that
+// reads the scores from L2 in every pass.
+int32_t qsa_select_cluster_max_blocks();
 void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const float* block_keys,
-                       const int32_t* positions, int32_t ratio, int32_t block_topk, float* scores, int32_t* selected, int32_t* selected_count,
-                       cudaStream_t stream);
+                       const int32_t* positions, int32_t ratio, int32_t block_topk, int32_t max_blocks, float* scores,
+                       int32_t* selected, int32_t* selected_count, cudaStream_t stream);
 
 // Prefill: many rows in one launch, rows at positions[0 .. rows) (device, any order), queries [rows, heads,
 // dim] (normed, rotated). The same scores and top-k as launch_qsa_select (bit-identical scores, ties: lower
