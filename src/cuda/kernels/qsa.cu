@@ -12,6 +12,21 @@ namespace imp::cuda {
 namespace {
 
 constexpr int kThreads = 1024;
+
+// Per-block timestamps (globaltimer, thread 0) for bench/experiments/qsa_select_phase_probe.cu, which compiles this
+// file with IMP_PHASE_PROBE: rows 0..7 the cluster selection's blocks (step i), rows 8.. the score kernel's blocks
+// (step 0: its end); no-ops otherwise.
+#ifdef IMP_PHASE_PROBE
+__device__ unsigned long long g_qsa_phase[8 + 128][8];
+__device__ __forceinline__ void qsa_phase(int row, int i) {
+  if (threadIdx.x != 0) return;
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  g_qsa_phase[row][i] = t;
+}
+#else
+__device__ __forceinline__ void qsa_phase(int, int) {}
+#endif
 constexpr int kScoreThreads = 256;
 constexpr int kScoreBlocks = 128;  // 1024 warps: 8 block keys each at 32K context
 
@@ -128,6 +143,7 @@ __global__ void __launch_bounds__(kScoreThreads) qsa_score_kernel(const float* q
     store(b, block_score(q, heads, dim, key[u], lane));
   }
   score_blocks(q, heads, dim, block_keys, first + kScoreBatch * warps, warps, blocks, lane, store);  // longer contexts
+  if (blockIdx.x < 128) qsa_phase(8 + blockIdx.x, 0);
 }
 
 // kVec floats at p (16-byte aligned for kVec = 4).
@@ -289,7 +305,9 @@ static_assert(kClusterThreads == 256, "one histogram bin per thread");
 __global__ void __cluster_dims__(kSelectCluster, 1, 1) __launch_bounds__(kClusterThreads)
     qsa_select_cluster_kernel(const int32_t* positions, int ratio, int block_topk, const float* scores,
                               int32_t* selected, int32_t* selected_count) {
+  qsa_phase(blockIdx.x % 8, 0);
   pdl_begin();
+  qsa_phase(blockIdx.x % 8, 1);
   namespace cg = cooperative_groups;
   __shared__ uint32_t keys[kClusterKeys];
   __shared__ uint32_t histogram[2][256], merged[256];  // histograms by pass parity: see the clear below
@@ -320,6 +338,7 @@ __global__ void __cluster_dims__(kSelectCluster, 1, 1) __launch_bounds__(kCluste
       if (i < count) keys[i] = order_key(v[u]);
     }
   }
+  qsa_phase(rank, 2);
   if (tid == 0) {
     prefix = 0;
     remaining = static_cast<uint32_t>(keep);
@@ -343,6 +362,7 @@ __global__ void __cluster_dims__(kSelectCluster, 1, 1) __launch_bounds__(kCluste
     __syncthreads();
     if (warp == 0) pick_digit(merged, shift, prefix, remaining);
     __syncthreads();
+    qsa_phase(rank, 3 + pass);
   }
   // prefix is the threshold key; `remaining` ties at it are kept, lowest block first. Each thread owns a
   // contiguous run of the block's range; the runs and ranks are in block order.
@@ -382,6 +402,7 @@ __global__ void __cluster_dims__(kSelectCluster, 1, 1) __launch_bounds__(kCluste
     }
   }
   cluster.sync();  // the remote reads are done before any block exits
+  qsa_phase(rank, 7);
 }
 
 // The selection for contexts beyond the cluster's keys (one block, the scores read from L2 in every pass).
