@@ -229,8 +229,8 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
       // selection per row and the selected-token attention kernel (same math).
       for (int32_t t = dense_rows; t < T; ++t) {
         launch_qsa_select(ws.index_q.data() + sz(t) * sz(ih) * sz(id), ih, id, state.block_keys.data(), positions + t,
-                          ratio, block_topk, static_cast<int32_t>(state.block_keys.size() / sz(id)), ws.qsa_scores.data(),
-                          ws.selected.data() + sz(t) * sz(ws.max_selected),
+                          ratio, block_topk, static_cast<int32_t>(state.block_keys.size() / sz(id)),
+                          ws.qsa_scores.data(), ws.selected.data() + sz(t) * sz(ws.max_selected),
                           ws.selected_count.data() + t, stream);
       }
       launch_attention_decode(pages, ws.qg.data() + q_at, ws.qg.data() + q_at + hd, 2 * hd, positions + dense_rows,

@@ -83,8 +83,8 @@ void run_case(int heads, int dim, int budget, int ratio, int tokens, float query
 
     DeviceBuffer<float> d_queries(queries);
     d_position.upload(std::span<const int32_t>(&position, 1));
-    launch_qsa_select(d_queries.data(), heads, dim, d_block_keys.data(), d_position.data(), ratio, budget / ratio, capacity,
-                      d_scores.data(), d_selected.data(), d_count.data(), nullptr);
+    launch_qsa_select(d_queries.data(), heads, dim, d_block_keys.data(), d_position.data(), ratio, budget / ratio,
+                      capacity, d_scores.data(), d_selected.data(), d_count.data(), nullptr);
     const int count = d_count.download()[0];
     const std::vector<int32_t> got_all = d_selected.download();
     ASSERT_EQ(count, static_cast<int>(want.size())) << "position " << position;
@@ -170,8 +170,8 @@ void run_rows_case(int heads, int dim, int budget, int ratio, int tokens, float 
     ASSERT_EQ(got, want) << "row " << r << " position " << p;
 
     launch_qsa_select(d_queries.data() + static_cast<size_t>(r) * heads * dim, heads, dim, d_block_keys.data(),
-                      d_positions.data() + r, ratio, block_topk, std::max(blocks, 1), d_scores.data(), d_selected.data(),
-                      d_count.data(), nullptr);
+                      d_positions.data() + r, ratio, block_topk, std::max(blocks, 1), d_scores.data(),
+                      d_selected.data(), d_count.data(), nullptr);
     const int count = d_count.download()[0];
     const std::vector<int32_t> per_row = d_selected.download();
     ASSERT_EQ(std::vector<int64_t>(per_row.begin(), per_row.begin() + count), got) << "row " << r << " position " << p;

@@ -226,7 +226,8 @@ __device__ __forceinline__ int block_exclusive_scan(int v, int* scratch, int& to
 // prefix) is complete: the highest digit whose count from the top reaches `remaining` (as a walk down from digit
 // 255 would find) goes into prefix, and remaining becomes the count still needed within it. Lane l holds digits
 // 255 - 8l .. 248 - 8l; a warp scan gives the counts above each lane.
-__device__ __forceinline__ void pick_digit(const uint32_t* histogram, int shift, uint32_t& prefix, uint32_t& remaining) {
+__device__ __forceinline__ void pick_digit(const uint32_t* histogram, int shift, uint32_t& prefix,
+                                           uint32_t& remaining) {
   const int lane = threadIdx.x % kWarp;
   const uint32_t need = remaining;
   __syncwarp();
@@ -572,8 +573,8 @@ void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const f
   launch_kernel(qsa_score_kernel, kScoreBlocks, kScoreThreads, 0, stream, 1,
                 queries, heads, dim, block_keys, positions, ratio, block_topk, scores);
   if (max_blocks <= qsa_select_cluster_max_blocks()) {
-    launch_kernel(qsa_select_cluster_kernel, kSelectCluster, kClusterThreads, 0, stream, 1, positions, ratio, block_topk,
-                  scores, selected, selected_count);
+    launch_kernel(qsa_select_cluster_kernel, kSelectCluster, kClusterThreads, 0, stream, 1, positions, ratio,
+                  block_topk, scores, selected, selected_count);
   } else {
     launch_kernel(qsa_select_kernel, 1, kThreads, 0, stream, 1, positions, ratio, block_topk, scores, selected,
                   selected_count);
