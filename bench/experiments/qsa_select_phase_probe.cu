@@ -22,6 +22,7 @@
 
 #include "cuda/launch.h"
 #include "cuda/memory/device_buffer.h"
+#include "probe_graph.cuh"
 
 using imp::cuda::DeviceBuffer;
 
@@ -38,32 +39,17 @@ int main(int argc, char** argv) {
   DeviceBuffer<int32_t> d_pos(std::vector<int32_t>{context - 1}), d_selected(static_cast<size_t>(budget + ratio - 1)),
       d_count(1);
 
-  cudaStream_t stream;
-  IMP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  IMP_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  {
-    const imp::cuda::PdlScope pdl;
-    for (int l = 0; l < layers; ++l) {
-      imp::cuda::launch_qsa_select(d_queries.data(), heads, dim, d_keys.data(), d_pos.data(), ratio, budget / ratio,
-                                   blocks + 1, d_scores.data(), d_selected.data(), d_count.data(), stream);
-    }
-  }
-  IMP_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
-  IMP_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int run = 0; run < 5; ++run) IMP_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+  const imp::cuda::PdlScope pdl;  // the decode graph's launches (launch_kernel reads it while capturing)
+  const CapturedGraph graph(
+      [&](cudaStream_t stream, int) {
+        imp::cuda::launch_qsa_select(d_queries.data(), heads, dim, d_keys.data(), d_pos.data(), ratio, budget / ratio,
+                                     blocks + 1, d_scores.data(), d_selected.data(), d_count.data(), stream);
+      },
+      layers);
+  graph.replay_ms(5);  // warm-up
   static unsigned long long stamps[8 + 128][8];
   IMP_CUDA_CHECK(cudaMemcpyToSymbol(imp::cuda::g_qsa_phase, stamps, sizeof(stamps)));  // zeros
-  cudaEvent_t a, b;
-  IMP_CUDA_CHECK(cudaEventCreate(&a));
-  IMP_CUDA_CHECK(cudaEventCreate(&b));
-  IMP_CUDA_CHECK(cudaEventRecord(a, stream));
-  IMP_CUDA_CHECK(cudaGraphLaunch(exec, stream));
-  IMP_CUDA_CHECK(cudaEventRecord(b, stream));
-  IMP_CUDA_CHECK(cudaStreamSynchronize(stream));
-  float ms = 0.0f;
-  IMP_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  const float ms = graph.replay_ms(1)[0];
   std::printf("context %d (%d blocks, top %d): %d launches, %.2f us per score + select, %d tokens selected\n",
               context, blocks, budget / ratio, layers, ms * 1000.0f / layers, d_count.download()[0]);
   IMP_CUDA_CHECK(cudaMemcpyFromSymbol(stamps, imp::cuda::g_qsa_phase, sizeof(stamps)));
@@ -71,8 +57,9 @@ int main(int argc, char** argv) {
   for (int blk = 0; blk < 128; ++blk) score_end = std::max(score_end, stamps[8 + blk][0]);
   for (int i = 0; i < 8; ++i) {
     std::vector<double> us;
-    for (int blk = 0; blk < 8; ++blk) {
-      if (stamps[blk][i] != 0) us.push_back((static_cast<double>(stamps[blk][i]) - static_cast<double>(score_end)) / 1000.0);
+    for (int blk = 0; blk < 8; ++blk) {  // signed: the selection's blocks start before the scores end
+      const auto ns = static_cast<long long>(stamps[blk][i] - score_end);
+      if (stamps[blk][i] != 0) us.push_back(static_cast<double>(ns) / 1000.0);
     }
     if (us.empty()) continue;
     std::sort(us.begin(), us.end());
