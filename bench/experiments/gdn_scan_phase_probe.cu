@@ -3,11 +3,13 @@
 // of one GDN layer at the released shape (16 key heads, 48 value heads, dims 128) over 4096 tokens of random
 // inputs, twice (the second run is reported). Prints, per phase, the median and 90th percentile over blocks and
 // chunks 1..62 of its cycles and microseconds at the SM's clock:
-//   0 -> 1  the state snapshot stores, then waiting for this chunk's W and U (cp.async) and the barrier
-//   1 -> 2  V' = U - W S (fragment splits, 3xBF16 MMAs), V' to shared and global memory
-//   2 -> 3  barrier, the next W, U issued, waiting for this chunk's Kp, barrier
-//   3 -> 4  S <- gC S + Kp^T V' and S to shared memory
-//   4 -> 5  barrier, the next Kp issued
+//   0 -> 1  the A fragments of -S^T, the state parked in shared memory, waiting for the chunk's stage
+//   1 -> 2  U into the accumulators, V'^T = U^T - S^T W^T (3xBF16 wgmmas)
+//   2 -> 3  V'^T's fragments, the parked state reloaded times gC
+//   3 -> 4  S^T <- gC S^T + V'^T Kp (wgmmas), V' and the state snapshot stored while they run
+//   4 -> 5  barrier, chunk + 2's bulk copies issued
+// (until session 28 the mma.sync scan's phases: snapshot stores and waiting for W, U; V'; waiting for Kp; S update;
+// issuing Kp: bench/results/2026-12-01_session28_ab.txt has both)
 // and the whole step (0 -> the next chunk's 0); and the three kernels' time together from events.
 // Build (links the library for the fills; the probe's own copy of the GDN kernels replaces the archive's):
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Isrc \
@@ -80,7 +82,7 @@ int main() {
   cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
   const double cycles_per_us = clock_khz / 1000.0;
   const int blocks = hv * (shape.value_dim / 64), chunks = T / 64;
-  const char* names[6] = {"stores, wait W U", "V'", "wait Kp", "S update", "issue Kp", "whole step"};
+  const char* names[6] = {"frags, park, wait", "V'", "frags, reload", "S update", "issue", "whole step"};
   for (int phase = 0; phase < 6; ++phase) {
     std::vector<double> cycles;
     for (int blk = 0; blk < blocks; ++blk) {

@@ -1,12 +1,14 @@
 #include "cuda/kernels/gated_delta_net_prefill.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "cuda/check.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 #include "cuda/kernels/prefill_common.cuh"
 #include "cuda/kernels/split_bf16_mma.cuh"
+#include "cuda/kernels/wgmma_ops.cuh"
 
 namespace imp::cuda {
 namespace {
@@ -37,10 +39,12 @@ __device__ __forceinline__ void for_each_in_block(int rows, int cols, F f) {
 
 // ---- workspace ---------------------------------------------------------------------------------------------
 
-// Per (head, chunk) record, floats, all row-major: W [64][dk], Kp [64][dk] (K e^(gamma_C - gamma)),
-// Qg [64][dk] (Q e^gamma), U [64][dv] (overwritten with V' by the scan), Aqk [64][64] ((Q K^T) * Gamma, zero
-// above the diagonal), gC (e^gamma_C), pad. After all records: the state at the start of every chunk,
-// [head][chunk][dk][dv].
+// Per (head, chunk) record, in units of floats: W and Kp (K e^(gamma_C - gamma)) as the scan's wgmma operands,
+// each two bf16 images (hi, then lo: the 3xBF16 terms) in the K-major layout of kmajor_offset, W with the chunk's
+// rows as N and Kp with dk as N (the same 4 bytes per element as fp32); then fp32 row-major Qg [64][dk]
+// (Q e^gamma), U (overwritten with V' by the scan) as [slice][64][slice width] for the scan's 64-column slices
+// (u_offset: each slice one bulk copy), Aqk [64][64] ((Q K^T) * Gamma, zero above the diagonal), gC (e^gamma_C),
+// pad. After all records: the state at the start of every chunk, [head][chunk][dk][dv].
 struct ChunkLayout {
   int dk, dv;
   __host__ __device__ size_t w() const { return 0; }
@@ -52,6 +56,21 @@ struct ChunkLayout {
   __host__ __device__ size_t stride() const { return gc() + 4; }  // multiple of 4 floats: 16-byte records
   __host__ __device__ size_t state() const { return static_cast<size_t>(dk) * dv; }
 };
+
+constexpr int kSlice = 64;  // state columns per scan block: the m64 of its wgmmas
+
+// Offset (floats) of U[i][c] in a record's U: 64-column slices, the last one narrower when dv is not a multiple.
+__host__ __device__ __forceinline__ size_t u_offset(int i, int c, int dv) {
+  const int slice = c / kSlice, width = dv - slice * kSlice < kSlice ? dv - slice * kSlice : kSlice;
+  return static_cast<size_t>(slice) * kC * kSlice + i * width + c % kSlice;
+}
+
+// Byte offset of element (n, k) in a bf16 wgmma operand image of N rows, K-major "core matrices" without swizzle
+// (8 n x 16 bytes each; descriptor LBO 128, SBO 256; a k16 step's image is 32 N bytes): the layout of
+// moe_prefill.cu's activation tiles.
+__host__ __device__ __forceinline__ uint32_t kmajor_offset(int n, int k, int N) {
+  return (k >> 4) * 32 * N + (n >> 3) * 256 + ((k & 15) >> 3) * 128 + (n & 7) * 16 + (k & 7) * 2;
+}
 
 // ---- chunk preparation (state independent), one block per (chunk, head) ------------------------------------
 
@@ -192,11 +211,20 @@ __global__ void __launch_bounds__(kThreads, 2)
                                                                          2 * key_total + h * dv + c)
                                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
-  // Qg, Kp to the record; the 16x16 diagonal blocks of L^-1 by forward substitution, one column per thread.
+  // Qg and the Kp images to the record (Kp's words pair the chunk rows i, i + 1: its k); the 16x16 diagonal blocks
+  // of L^-1 by forward substitution, one column per thread.
   for (int e = tid; e < kC * dk; e += kThreads) {
     const int i = e / dk, d = e % dk;
     rec[lay.qg() + e] = QV[i * lq + d] * eg[i];
-    rec[lay.kp() + e] = Ks[i * lq + d] * ekp[i];
+  }
+  uint8_t* kp_image = reinterpret_cast<uint8_t*>(rec + lay.kp());
+  for (int e = tid; e < kC / 2 * dk; e += kThreads) {
+    const int i = 2 * (e / dk), d = e % dk;
+    uint32_t hi, lo;
+    split_bf16(make_float2(Ks[i * lq + d] * ekp[i], Ks[(i + 1) * lq + d] * ekp[i + 1]), hi, lo);
+    const uint32_t at = kmajor_offset(d, i, dk);
+    *reinterpret_cast<uint32_t*>(kp_image + at) = hi;
+    *reinterpret_cast<uint32_t*>(kp_image + dk * 128 + at) = lo;
   }
   if (tid == 0) rec[lay.gc()] = expf(gam[kC - 1]);
   if (tid < kC) {
@@ -270,8 +298,10 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
       }
     }
-    float* dst = is_w ? rec + lay.w() : rec + lay.u();
-    const int ld = is_w ? dk : dv, c_off = is_w ? col : col - dk;
+    // W as its two images (a word pairs the inputs d, d + 1: W's k), U as fp32 rows.
+    uint8_t* w_image = reinterpret_cast<uint8_t*>(rec + lay.w());
+    float* u = rec + lay.u();
+    const int c_off = is_w ? col : col - dk;
 #pragma unroll
     for (int mt = 0; mt < 4; ++mt) {
 #pragma unroll
@@ -279,21 +309,35 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int e = 0; e < 4; e += 2) {
           const int i = 16 * mt + acc_row(e), c = c_off + 8 * j + acc_col(e);
-          *reinterpret_cast<float2*>(dst + static_cast<size_t>(i) * ld + c) =
-              make_float2(acc[mt][j].m[e] + acc[mt][j].c[e], acc[mt][j].m[e + 1] + acc[mt][j].c[e + 1]);
+          const float2 v = make_float2(acc[mt][j].m[e] + acc[mt][j].c[e], acc[mt][j].m[e + 1] + acc[mt][j].c[e + 1]);
+          if (is_w) {
+            uint32_t hi, lo;
+            split_bf16(v, hi, lo);
+            const uint32_t at = kmajor_offset(i, c, kC);
+            *reinterpret_cast<uint32_t*>(w_image + at) = hi;
+            *reinterpret_cast<uint32_t*>(w_image + dk * 128 + at) = lo;
+          } else {
+            *reinterpret_cast<float2*>(u + u_offset(i, c, dv)) = v;  // c, c + 1 in one slice
+          }
         }
       }
     }
   }
 }
 
-// ---- sequential pass over chunks, per (head, NC-column slice of the state) ---------------------------------
+// ---- sequential pass over chunks on wgmma, per (head, 64-column slice of the state) --------------------------
 //
-// NC / 4 warps. The state slice [dk][NC] lives in registers (fp32, the accumulators of S <- gC S + Kp^T V'),
-// mirrored in shared memory as the B operand of V' = U - W S. Per chunk: wait W, U; V'; prefetch the next W, U
-// (overlapping the state update); wait Kp; S update; prefetch the next Kp (overlapping the next V').
-// Warp w: V' rows 16 (w % 4) .., state rows 16 (w % 4 + 4 q) .., columns 16 (w / 4) .. + 15 of the slice.
-
+// One warpgroup per block holds the slice's state transposed, S^T [64 columns][dk], in wgmma accumulators (fp32)
+// and runs per chunk
+//   V'^T = U^T - S^T W^T        (M = the columns, N = the chunk's 64 rows, K = dk)
+//   S^T <- gC S^T + V'^T Kp     (M = the columns, N = dk, K = the chunk's rows)
+// with A from registers: an m64 accumulator's layout is the A fragment's (rows g, g + 8, pairs along N), so S^T is
+// the A operand of the first product and V'^T of the second without a pass through shared memory. Each product
+// is 3xBF16 as split_bf16_mma.cuh describes (the correction terms in their own accumulator). The chunk's W and
+// Kp images and its U rows come by bulk copies into a ring of two stages, chunk c + 2 issued once chunk c's
+// products are done. The mma.sync form (16 warps per block, every operand split again at each fragment load,
+// four block barriers per chunk) took 6.9-7.7 us per chunk (gdn_scan_phase_probe.cu, session 19).
+//
 // Per-chunk timestamps (SM clock) of thread 0 of each scan block, for bench/experiments/gdn_scan_phase_probe.cu,
 // which compiles this file with IMP_PHASE_PROBE; no-ops otherwise. scan_phase(chunk, i): chunks below 128, blocks
 // below 256.
@@ -307,185 +351,173 @@ __device__ __forceinline__ void scan_phase(int chunk, int i) {
 __device__ __forceinline__ void scan_phase(int, int) {}
 #endif
 
-template <int NC>
-struct ScanSmem {
-  static size_t floats(int dk) {
-    return static_cast<size_t>(kC) * (dk + 4) + static_cast<size_t>(kC) * (dk + 8) + kC * NC +
-           static_cast<size_t>(dk) * (NC + 4) + kC * (NC + 4);
-  }
-};
+constexpr int kScanThreads = 128;  // one warpgroup
+__host__ __device__ constexpr uint32_t scan_stage_bytes(int dk) { return 512u * dk + kC * kSlice * 4; }
+// Two stages and the parked state.
+constexpr size_t scan_smem_bytes(int dk) { return 2 * scan_stage_bytes(dk) + static_cast<size_t>(kScanThreads) * dk / 2 * 4; }
 
-template <int NC>
-__global__ void __launch_bounds__(NC * 8, NC <= 32 ? 256 / (NC * 8) * 2 : 1)
+// wgmma descriptor of a kmajor_offset image (k16 step base address).
+__device__ __forceinline__ uint64_t kmajor_descriptor(uint32_t address) {
+  return ((address >> 4) & 0x3fff) | (uint64_t{128 >> 4} << 16) | (uint64_t{256 >> 4} << 32);
+}
+
+// The A fragment of k16 step kk (registers hi, lo) from an m64 accumulator d (pairs of N), times `sign`.
+template <int N>
+__device__ __forceinline__ void accumulator_fragments(const float (&d)[N / 2], float sign, uint32_t (&hi)[N / 16][4],
+                                                      uint32_t (&lo)[N / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < N / 16; ++kk) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) split_bf16(make_float2(sign * d[8 * kk + 2 * q], sign * d[8 * kk + 2 * q + 1]), hi[kk][q], lo[kk][q]);
+  }
+}
+
+// An m64 accumulator (rows: the thread's state columns row0, row0 + 8 of the slice; N index 8 j + 2 t + e % 2 for
+// element 4 j + e) into an fp32 array [N][ld] whose column 0 is the slice's first (dst), columns past the slice
+// skipped: a running pointer, not N / 2 offsets kept in registers.
+template <int N>
+__device__ __forceinline__ void store_accumulator_rows(float* dst, const float (&v)[N / 2], int ld, int row0, bool lo_ok,
+                                                       bool hi_ok) {
+  float* p = dst + static_cast<size_t>(2 * (threadIdx.x & 3)) * ld + row0;
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j, p += 8 * static_cast<size_t>(ld)) {
+    if (lo_ok) p[0] = v[4 * j], p[ld] = v[4 * j + 1];
+    if (hi_ok) p[8] = v[4 * j + 2], p[ld + 8] = v[4 * j + 3];
+  }
+}
+
+template <int DK>
+__global__ void __launch_bounds__(kScanThreads, 1)
     chunk_scan_kernel(GatedDeltaNetShape shape, float* __restrict__ ws, int chunks, float* __restrict__ recurrent) {
-  constexpr int kScanThreads = NC * 8;
-  constexpr int ls = NC + 4;  // S and V' read as column pairs
-  extern __shared__ __align__(16) float sm[];
-  const int dk = shape.key_dim, dv = shape.value_dim, hv = shape.value_heads;
-  const int lw = dk + 8, lk = dk + 4;  // W read as row pairs, Kp as column pairs
-  float* Ws = sm;                // [64][lw]
-  float* Kps = Ws + kC * lw;     // [64][lk]
-  float* Us = Kps + kC * lk;     // [64][NC]
-  float* Ss = Us + kC * NC;      // [dk][ls]
-  float* Vs = Ss + dk * ls;      // [64][ls]
-  const int h = blockIdx.x, col0 = blockIdx.y * NC;
-  const int tid = threadIdx.x, warp = tid / kWarp;
-  const int mv = warp & 3, nc0 = 16 * (warp >> 2);
-  const ChunkLayout lay{dk, dv};
+  extern __shared__ __align__(128) uint8_t stages[];  // [2][W image | Kp image | U slice [64][ncols] fp32]
+  __shared__ uint64_t full[2];
+  const int dv = shape.value_dim, hv = shape.value_heads;
+  constexpr uint32_t kImageBytes = 256u * DK;  // hi + lo of one operand
+  const int h = blockIdx.x, col0 = blockIdx.y * kSlice, ncols = min(kSlice, dv - col0);
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp, t = lane & 3;
+  const int row0 = 16 * warp + (lane >> 2);  // this thread's accumulator rows: columns col0 + row0, + 8
+  const ChunkLayout lay{DK, dv};
   float* recs = ws + static_cast<size_t>(h) * chunks * lay.stride();
   float* states = ws + static_cast<size_t>(hv) * chunks * lay.stride() + static_cast<size_t>(h) * chunks * lay.state();
-  float* Sg = recurrent + static_cast<size_t>(h) * dk * dv;
+  float* Sg = recurrent + static_cast<size_t>(h) * DK * dv;
 
-  float s[2][2][4];
+  const size_t u_slice = lay.u() + u_offset(0, col0, dv);  // this block's slice of U in a record
+  // Chunk `chunk` into `stage` by thread 0: the two images and the U slice, three copies completing on the stage's
+  // barrier (a copy per 256-byte U row took ~2.8 us per chunk to issue).
+  auto issue = [&](int chunk, int stage) {
+    const float* rec = recs + static_cast<size_t>(chunk) * lay.stride();
+    uint8_t* st = stages + stage * scan_stage_bytes(DK);
+    mbarrier_arrive_expect_tx(&full[stage], 2 * kImageBytes + kC * ncols * 4);
+    bulk_copy_to_shared(st, rec + lay.w(), kImageBytes, &full[stage]);
+    bulk_copy_to_shared(st + kImageBytes, rec + lay.kp(), kImageBytes, &full[stage]);
+    bulk_copy_to_shared(st + 2 * kImageBytes, rec + u_slice, kC * ncols * 4, &full[stage]);
+  };
+  const bool lo_ok = row0 < ncols, hi_ok = row0 + 8 < ncols;
+  float s[DK / 2];  // S^T
+  {
+    const float* p = Sg + static_cast<size_t>(2 * t) * dv + col0 + row0;
 #pragma unroll
-  for (int q = 0; q < 2; ++q) {
-    const int r0 = 16 * (mv + 4 * q);
-#pragma unroll
-    for (int j = 0; j < 2; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = r0 + acc_row(e), c = nc0 + 8 * j + acc_col(e);
-        s[q][j][e] = r0 < dk ? Sg[static_cast<size_t>(r) * dv + col0 + c] : 0.0f;
-        if (r0 < dk) Ss[r * ls + c] = s[q][j][e];
-      }
+    for (int j = 0; j < DK / 8; ++j, p += 8 * static_cast<size_t>(dv)) {
+      s[4 * j] = lo_ok ? p[0] : 0.0f;
+      s[4 * j + 1] = lo_ok ? p[dv] : 0.0f;
+      s[4 * j + 2] = hi_ok ? p[8] : 0.0f;
+      s[4 * j + 3] = hi_ok ? p[dv + 8] : 0.0f;
     }
   }
-  auto store_state = [&](float* dst) {
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const int r0 = 16 * (mv + 4 * q);
-      if (r0 >= dk) continue;
-#pragma unroll
-      for (int j = 0; j < 2; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; e += 2) {
-          const int r = r0 + acc_row(e), c = nc0 + 8 * j + acc_col(e);
-          *reinterpret_cast<float2*>(dst + static_cast<size_t>(r) * dv + col0 + c) = make_float2(s[q][j][e], s[q][j][e + 1]);
-        }
-      }
-    }
-  };
-  auto issue_wu = [&](int chunk) {
-    const float* rec = recs + static_cast<size_t>(chunk) * lay.stride();
-    for_each_in_block<kScanThreads>(kC, dk / 4, [&](int i, int c4) {
-      cp_async16(Ws + i * lw + 4 * c4, rec + lay.w() + static_cast<size_t>(i) * dk + 4 * c4, true);
-    });
-    for (int e = tid; e < kC * NC / 4; e += kScanThreads) {
-      const int i = e / (NC / 4), c = (e % (NC / 4)) * 4;
-      cp_async16(Us + i * NC + c, rec + lay.u() + static_cast<size_t>(i) * dv + col0 + c, true);
-    }
-  };
-  auto issue_kp = [&](int chunk) {
-    const float* rec = recs + static_cast<size_t>(chunk) * lay.stride();
-    for_each_in_block<kScanThreads>(kC, dk / 4, [&](int i, int c4) {
-      cp_async16(Kps + i * lk + 4 * c4, rec + lay.kp() + static_cast<size_t>(i) * dk + 4 * c4, true);
-    });
-  };
-  issue_wu(0);
-  cp_async_commit();
-  issue_kp(0);
-  cp_async_commit();
+  // S^T waits here (each thread its own words) while the V' product holds its fragments and accumulators: in
+  // registers throughout, ptxas spilled.
+  float4* park = reinterpret_cast<float4*>(stages + 2 * scan_stage_bytes(DK)) + tid;
+  if (tid == 0) {
+    mbarrier_init(&full[0], 1);
+    mbarrier_init(&full[1], 1);
+  }
+  __syncthreads();
+  if (tid == 0) {
+    issue(0, 0);
+    if (chunks > 1) issue(1, 1);
+  }
 
   for (int chunk = 0; chunk < chunks; ++chunk) {
+    const int stage = chunk & 1;
     float* rec = recs + static_cast<size_t>(chunk) * lay.stride();
     scan_phase(chunk, 0);
     const float gC = rec[lay.gc()];
-    store_state(states + static_cast<size_t>(chunk) * lay.state());  // the state this chunk starts from
-    cp_async_wait<1>();  // W, U of this chunk (the newest group, Kp, may still fly)
-    __syncthreads();
-    scan_phase(chunk, 1);
-    // V' = U - W S (A = -W), to shared memory and over U in the record.
+    // V'^T = U^T - S^T W^T.
+    float vm[kC / 2], vc[kC / 2];
     {
-      Acc v[2];
+      uint32_t ah[DK / 16][4], al[DK / 16][4];
+      accumulator_fragments<DK>(s, -1.0f, ah, al);
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
+      for (int i = 0; i < DK / 8; ++i) park[i * kScanThreads] = make_float4(s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]);
+      mbarrier_wait(&full[stage], (chunk >> 1) & 1);
+      scan_phase(chunk, 1);
+      const uint8_t* st = stages + stage * scan_stage_bytes(DK);
+      const float* us = reinterpret_cast<const float*>(st + 2 * kImageBytes);
+      const float* u = us + 2 * t * ncols + row0;  // U[i][column]
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          v[j].m[e] = Us[(16 * mv + acc_row(e)) * NC + nc0 + 8 * j + acc_col(e)];
-          v[j].c[e] = 0.0f;
-        }
-      }
-      for (int k0 = 0; k0 < dk; k0 += 16) {
-        const FragA af = load_a([&](int r, int c) {
-          const float2 w = row_pair(Ws + (16 * mv + r) * lw + k0 + c);
-          return make_float2(-w.x, -w.y);
-        });
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          const FragB bf = load_b([&](int kx, int nx) { return column_pair(Ss + (k0 + kx) * ls + nc0 + 8 * j + nx, ls); });
-          mma3(v[j], af, bf);
-        }
+      for (int j = 0; j < kC / 8; ++j, u += 8 * ncols) {
+        vm[4 * j] = lo_ok ? u[0] : 0.0f;
+        vm[4 * j + 1] = lo_ok ? u[ncols] : 0.0f;
+        vm[4 * j + 2] = hi_ok ? u[8] : 0.0f;
+        vm[4 * j + 3] = hi_ok ? u[ncols + 8] : 0.0f;
       }
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
+      for (int i = 0; i < kC / 2; ++i) vc[i] = 0.0f;
+      const uint32_t w_hi = smem_addr(st), w_lo = w_hi + kImageBytes / 2;
+      wgmma::wgmma_fence();
 #pragma unroll
-        for (int e = 0; e < 4; e += 2) {
-          const int r = 16 * mv + acc_row(e), c = nc0 + 8 * j + acc_col(e);
-          const float2 val = make_float2(v[j].m[e] + v[j].c[e], v[j].m[e + 1] + v[j].c[e + 1]);
-          *reinterpret_cast<float2*>(Vs + r * ls + c) = val;
-          *reinterpret_cast<float2*>(rec + lay.u() + static_cast<size_t>(r) * dv + col0 + c) = val;
-        }
+      for (int kk = 0; kk < DK / 16; ++kk) {
+        wgmma::wgmma_rs<kC>(vm, ah[kk], kmajor_descriptor(w_hi + kk * 32 * kC));
+        wgmma::wgmma_rs<kC>(vc, ah[kk], kmajor_descriptor(w_lo + kk * 32 * kC));
+        wgmma::wgmma_rs<kC>(vc, al[kk], kmajor_descriptor(w_hi + kk * 32 * kC));
       }
+      wgmma::wgmma_commit();
+      wgmma::wgmma_wait<0>();
     }
     scan_phase(chunk, 2);
-    __syncthreads();  // V' ready; W, U buffers free
-    if (chunk + 1 < chunks) issue_wu(chunk + 1);
-    cp_async_commit();
-    cp_async_wait<1>();  // Kp of this chunk
-    __syncthreads();
-    scan_phase(chunk, 3);
-    // S <- gC S + Kp^T V' (A = Kp^T, read column-major from Kp).
+    // S^T <- gC S^T + V'^T Kp; while those products run, V' goes over U in the record (the output kernel's
+    // input) and the parked state to this chunk's snapshot.
+#pragma unroll
+    for (int i = 0; i < kC / 2; ++i) vm[i] += vc[i];
     {
-      Acc acc[2][2];
+      uint32_t bh[kC / 16][4], bl[kC / 16][4];
+      accumulator_fragments<kC>(vm, 1.0f, bh, bl);
+      float sc[DK / 2];
 #pragma unroll
-      for (int q = 0; q < 2; ++q) {
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            acc[q][j].m[e] = gC * s[q][j][e];
-            acc[q][j].c[e] = 0.0f;
-          }
-        }
-      }
-#pragma unroll 2
-      for (int k0 = 0; k0 < kC; k0 += 16) {
-        FragB bf[2];
-#pragma unroll
-        for (int j = 0; j < 2; ++j) {
-          bf[j] = load_b([&](int kx, int nx) { return column_pair(Vs + (k0 + kx) * ls + nc0 + 8 * j + nx, ls); });
-        }
-#pragma unroll
-        for (int q = 0; q < 2; ++q) {
-          const int r0 = 16 * (mv + 4 * q);
-          if (r0 < dk) {
-            const FragA af = load_a([&](int r, int kx) { return column_pair(Kps + (k0 + kx) * lk + r0 + r, lk); });
-            mma3(acc[q][0], af, bf[0]);
-            mma3(acc[q][1], af, bf[1]);
-          }
-        }
+      for (int i = 0; i < DK / 8; ++i) {
+        const float4 v = park[i * kScanThreads];
+        s[4 * i] = gC * v.x, s[4 * i + 1] = gC * v.y, s[4 * i + 2] = gC * v.z, s[4 * i + 3] = gC * v.w;
       }
 #pragma unroll
-      for (int q = 0; q < 2; ++q) {
-        const int r0 = 16 * (mv + 4 * q);
+      for (int i = 0; i < DK / 2; ++i) sc[i] = 0.0f;
+      scan_phase(chunk, 3);
+      const uint32_t kp_hi = smem_addr(stages + stage * scan_stage_bytes(DK)) + kImageBytes, kp_lo = kp_hi + kImageBytes / 2;
+      wgmma::wgmma_fence();
 #pragma unroll
-        for (int j = 0; j < 2; ++j) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            s[q][j][e] = acc[q][j].m[e] + acc[q][j].c[e];
-            if (r0 < dk) Ss[(r0 + acc_row(e)) * ls + nc0 + 8 * j + acc_col(e)] = s[q][j][e];
-          }
-        }
+      for (int kk = 0; kk < kC / 16; ++kk) {
+        wgmma::wgmma_rs<DK>(s, bh[kk], kmajor_descriptor(kp_hi + kk * 32 * DK));
+        wgmma::wgmma_rs<DK>(sc, bh[kk], kmajor_descriptor(kp_lo + kk * 32 * DK));
+        wgmma::wgmma_rs<DK>(sc, bl[kk], kmajor_descriptor(kp_hi + kk * 32 * DK));
       }
+      wgmma::wgmma_commit();
+      store_accumulator_rows<kC>(rec + u_slice, vm, ncols, row0, lo_ok, hi_ok);
+      float* snapshot = states + static_cast<size_t>(chunk) * lay.state() + col0 + static_cast<size_t>(2 * t) * dv + row0;
+#pragma unroll
+      for (int j = 0; j < DK / 8; ++j, snapshot += 8 * static_cast<size_t>(dv)) {
+        const float4 v = park[j * kScanThreads];
+        if (lo_ok) snapshot[0] = v.x, snapshot[dv] = v.y;
+        if (hi_ok) snapshot[8] = v.z, snapshot[dv + 8] = v.w;
+      }
+      wgmma::wgmma_wait<0>();
+#pragma unroll
+      for (int i = 0; i < DK / 2; ++i) s[i] += sc[i];
     }
     scan_phase(chunk, 4);
-    __syncthreads();  // Kp buffer free; Ss updated
-    if (chunk + 1 < chunks) issue_kp(chunk + 1);
-    cp_async_commit();
+    __syncthreads();  // every warp's products of this stage are done: it may be refilled
+    if (tid == 0 && chunk + 2 < chunks) issue(chunk + 2, stage);
     scan_phase(chunk, 5);
   }
-  cp_async_wait<0>();
-  store_state(Sg);
+  store_accumulator_rows<DK>(Sg + col0, s, dv, row0, lo_ok, hi_ok);
 }
 
 // ---- outputs, one block per (chunk, head): O = Qg S_chunk + Aqk V', then the gated RMSNorm ------------------
@@ -549,7 +581,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       cp_async16(As + i * kLa + c, rec + lay.aqk() + i * kC + c, true);
     }
     for_each_in_block<kThreads>(kC, dv / 4, [&](int r, int c4) {
-      cp_async16(Bs + r * lb + 4 * c4, rec + lay.u() + static_cast<size_t>(r) * dv + 4 * c4, true);
+      cp_async16(Bs + r * lb + 4 * c4, rec + lay.u() + u_offset(r, 4 * c4, dv), true);
     });
     cp_async_commit();
     cp_async_wait<0>();
@@ -620,6 +652,23 @@ void set_smem(Kernel kernel, size_t bytes) {
   IMP_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
+// The scan instantiated per key_dim (its wgmma widths are constants): 96 blocks at the released shape.
+template <int... kSteps>
+void set_scan_smem(std::integer_sequence<int, kSteps...>) {
+  (set_smem(chunk_scan_kernel<16 * (kSteps + 1)>, scan_smem_bytes(16 * (kSteps + 1))), ...);
+}
+template <int... kSteps>
+void launch_scan(std::integer_sequence<int, kSteps...>, const GatedDeltaNetShape& shape, float* ws, int chunks,
+                 float* recurrent, cudaStream_t stream) {
+  const dim3 grid(shape.value_heads, (shape.value_dim + kSlice - 1) / kSlice);
+  ((shape.key_dim == 16 * (kSteps + 1)
+        ? (chunk_scan_kernel<16 * (kSteps + 1)><<<grid, kScanThreads, scan_smem_bytes(16 * (kSteps + 1)), stream>>>(
+               shape, ws, chunks, recurrent),
+           0)
+        : 0),
+   ...);
+}
+
 }  // namespace
 
 size_t gdn_prefill_workspace_bytes(const GatedDeltaNetShape& shape, int32_t tokens) {
@@ -648,9 +697,7 @@ void launch_gdn_chunked_prefill(const GatedDeltaNetShape& shape, const GatedDelt
 
   static const bool ready = [] {
     set_smem(chunk_prep_kernel, prep_smem_floats(kMaxDim, kMaxDim) * sizeof(float));
-    set_smem(chunk_scan_kernel<64>, ScanSmem<64>::floats(kMaxDim) * sizeof(float));
-    set_smem(chunk_scan_kernel<32>, ScanSmem<32>::floats(kMaxDim) * sizeof(float));
-    set_smem(chunk_scan_kernel<16>, ScanSmem<16>::floats(kMaxDim) * sizeof(float));
+    set_scan_smem(std::make_integer_sequence<int, kMaxDim / 16>());
     set_smem(chunk_out_kernel, out_smem_floats(kMaxDim, kMaxDim) * sizeof(float));
     return true;
   }();
@@ -659,19 +706,7 @@ void launch_gdn_chunked_prefill(const GatedDeltaNetShape& shape, const GatedDelt
   chunk_prep_kernel<<<dim3(chunks, shape.value_heads), kThreads, prep_smem_floats(dk, dv) * sizeof(float), stream>>>(
       shape, w, conv_out, b, a, tokens, chunks, ws);
   IMP_CUDA_CHECK_LAUNCH();
-  // The widest slice that divides dv: at 64 columns one 512-thread block per SM (96 blocks at the released shape)
-  // shares each chunk's W and Kp loads over twice the columns of the 32-column slices, of which two blocks shared
-  // an SM on 60 SMs (4096-token chunk: 511 -> 488 us per layer, session 18).
-  if (dv % 64 == 0) {
-    chunk_scan_kernel<64><<<dim3(shape.value_heads, dv / 64), 64 * 8, ScanSmem<64>::floats(dk) * sizeof(float), stream>>>(
-        shape, ws, chunks, recurrent);
-  } else if (dv % 32 == 0) {
-    chunk_scan_kernel<32><<<dim3(shape.value_heads, dv / 32), 32 * 8, ScanSmem<32>::floats(dk) * sizeof(float), stream>>>(
-        shape, ws, chunks, recurrent);
-  } else {
-    chunk_scan_kernel<16><<<dim3(shape.value_heads, dv / 16), 16 * 8, ScanSmem<16>::floats(dk) * sizeof(float), stream>>>(
-        shape, ws, chunks, recurrent);
-  }
+  launch_scan(std::make_integer_sequence<int, kMaxDim / 16>(), shape, ws, chunks, recurrent, stream);
   IMP_CUDA_CHECK_LAUNCH();
   chunk_out_kernel<<<dim3(chunks, shape.value_heads), kThreads, out_smem_floats(dk, dv) * sizeof(float), stream>>>(
       shape, w.norm, z, ws, tokens, chunks, reinterpret_cast<__nv_bfloat16*>(out_hi),
