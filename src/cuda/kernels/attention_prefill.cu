@@ -7,6 +7,7 @@
 #include "cuda/tensor_map.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/prefill_common.cuh"
+#include "cuda/kernels/wgmma_layout.cuh"
 #include "cuda/kernels/wgmma_ops.cuh"
 
 namespace imp::cuda {
@@ -271,14 +272,6 @@ constexpr int kWgConsumerRegs = 232, kWgProducerRegs = 40;
 static_assert(setmaxnreg_balances(launch_register_cap(kWgThreads, 1), 2, kWgConsumerRegs, 1, kWgProducerRegs),
               "two consumer warpgroups take at most what the producer warpgroup gives back");
 
-// Element (row m, k) of a K-major operand of `rows` rows: (k / 16) * rows * 32 + (m / 8) * 256 + ((k % 16) / 8) *
-// 128 + (m % 8) * 16 + (k % 8) * 2 bytes (LBO 128, SBO 256; checked by wgmma_probe.cu).
-__device__ __forceinline__ uint32_t kmajor_at(int m, int k, int rows) {
-  return (k / 16) * rows * 32 + (m / 8) * 256 + ((k % 16) / 8) * 128 + (m % 8) * 16 + (k % 8) * 2;
-}
-__device__ __forceinline__ uint64_t kmajor_descriptor(uint32_t address) {
-  return ((address >> 4) & 0x3fff) | (uint64_t{128 >> 4} << 16) | (uint64_t{256 >> 4} << 32);
-}
 // K and V tiles as the tensor copies leave them: four 8 KB quarters (inputs 64 q .. 64 q + 63), each [64 keys]
 // [128 bytes] with the 128-byte swizzle (16-byte chunk i of row r at chunk i ^ (r % 8)), 1024-byte aligned.
 // Descriptors (layout type 1 = 128-byte swizzle): K as the K-major B of S, one k16 step 32 bytes into its quarter's
@@ -393,7 +386,7 @@ __global__ void __launch_bounds__(kWgThreads, 1)
     const int m = e / (D / 4), d4 = (e % (D / 4)) * 4, row = row0 + 64 * wg + m;
     float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if (row < rows) v = *reinterpret_cast<const float4*>(q + (static_cast<size_t>(row) * heads + h) * head_stride + d4);
-    *reinterpret_cast<uint2*>(q_tile + kmajor_at(m, d4, 64)) = make_uint2(pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
+    *reinterpret_cast<uint2*>(q_tile + kmajor_offset(m, d4, 64)) = make_uint2(pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
   }
   fence_proxy_async();
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");

@@ -8,6 +8,7 @@
 #include "cuda/kernels/fp_codes.cuh"
 #include "cuda/kernels/prefill_common.cuh"
 #include "cuda/kernels/split_bf16_mma.cuh"
+#include "cuda/kernels/wgmma_layout.cuh"
 #include "cuda/kernels/wgmma_ops.cuh"
 
 namespace imp::cuda {
@@ -40,7 +41,7 @@ __device__ __forceinline__ void for_each_in_block(int rows, int cols, F f) {
 // ---- workspace ---------------------------------------------------------------------------------------------
 
 // Per (head, chunk) record, in units of floats: W and Kp (K e^(gamma_C - gamma)) as the scan's wgmma operands,
-// each two bf16 images (hi, then lo: the 3xBF16 terms) in the K-major layout of kmajor_offset, W with the chunk's
+// each two bf16 images (hi, then lo: the 3xBF16 terms) in wgmma_layout.cuh's K-major layout, W with the chunk's
 // rows as N and Kp with dk as N (the same 4 bytes per element as fp32); then fp32 row-major Qg [64][dk]
 // (Q e^gamma), U (overwritten with V' by the scan) as [slice][64][slice width] for the scan's 64-column slices
 // (u_offset: each slice one bulk copy), Aqk [64][64] ((Q K^T) * Gamma, zero above the diagonal), gC (e^gamma_C),
@@ -63,13 +64,6 @@ constexpr int kSlice = 64;  // state columns per scan block: the m64 of its wgmm
 __host__ __device__ __forceinline__ size_t u_offset(int i, int c, int dv) {
   const int slice = c / kSlice, width = dv - slice * kSlice < kSlice ? dv - slice * kSlice : kSlice;
   return static_cast<size_t>(slice) * kC * kSlice + i * width + c % kSlice;
-}
-
-// Byte offset of element (n, k) in a bf16 wgmma operand image of N rows, K-major "core matrices" without swizzle
-// (8 n x 16 bytes each; descriptor LBO 128, SBO 256; a k16 step's image is 32 N bytes): the layout of
-// moe_prefill.cu's activation tiles.
-__host__ __device__ __forceinline__ uint32_t kmajor_offset(int n, int k, int N) {
-  return (k >> 4) * 32 * N + (n >> 3) * 256 + ((k & 15) >> 3) * 128 + (n & 7) * 16 + (k & 7) * 2;
 }
 
 // ---- chunk preparation (state independent), one block per (chunk, head) ------------------------------------
@@ -334,7 +328,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 // with A from registers: an m64 accumulator's layout is the A fragment's (rows g, g + 8, pairs along N), so S^T is
 // the A operand of the first product and V'^T of the second without a pass through shared memory. Each product
 // is 3xBF16 as split_bf16_mma.cuh describes (the correction terms in their own accumulator). The chunk's W and
-// Kp images and its U rows come by bulk copies into a ring of two stages, chunk c + 2 issued once chunk c's
+// Kp images and its U slice come by three bulk copies into a ring of two stages, chunk c + 2 issued once chunk c's
 // products are done. The mma.sync form (16 warps per block, every operand split again at each fragment load,
 // four block barriers per chunk) took 6.9-7.7 us per chunk (gdn_scan_phase_probe.cu, session 19).
 //
@@ -355,11 +349,6 @@ constexpr int kScanThreads = 128;  // one warpgroup
 __host__ __device__ constexpr uint32_t scan_stage_bytes(int dk) { return 512u * dk + kC * kSlice * 4; }
 // Two stages and the parked state.
 constexpr size_t scan_smem_bytes(int dk) { return 2 * scan_stage_bytes(dk) + static_cast<size_t>(kScanThreads) * dk / 2 * 4; }
-
-// wgmma descriptor of a kmajor_offset image (k16 step base address).
-__device__ __forceinline__ uint64_t kmajor_descriptor(uint32_t address) {
-  return ((address >> 4) & 0x3fff) | (uint64_t{128 >> 4} << 16) | (uint64_t{256 >> 4} << 32);
-}
 
 // The A fragment of k16 step kk (registers hi, lo) from an m64 accumulator d (pairs of N), times `sign`.
 template <int N>

@@ -6,6 +6,7 @@
 #include "cuda/check.h"
 #include "cuda/tensor_map.h"
 #include "cuda/kernels/prefill_common.cuh"
+#include "cuda/kernels/wgmma_layout.cuh"
 #include "cuda/kernels/wgmma_ops.cuh"
 
 namespace imp::cuda {
@@ -205,13 +206,8 @@ __device__ __forceinline__ void for_each_pair_group(Body& body) {
   }(std::make_integer_sequence<int, kPairs / 16>());
 }
 
-// Activations in a stage of a tile of N pairs: K-major "core matrices" without swizzle, as wgmma reads them:
-// element (pair n, input k) of the 64-input chunk at (k / 16) * 32 N + (n / 8) * 256 + ((k % 16) / 8) * 128 +
-// (n % 8) * 16 + (k % 8) * 2 bytes. Descriptor: LBO (the two 8-input halves of a k16 step) 128 bytes, SBO (groups
-// of 8 pairs) 256 bytes, no swizzle (checked on the H200 by bench/experiments/wgmma_probe.cu).
-__device__ __forceinline__ uint64_t x_descriptor(uint32_t smem_byte_address) {
-  return ((smem_byte_address >> 4) & 0x3fff) | (uint64_t{128 >> 4} << 16) | (uint64_t{256 >> 4} << 32);
-}
+// Activations in a stage of a tile of N pairs: wgmma_layout.cuh's K-major layout, element (pair n, input k) of the
+// 64-input chunk at kmajor_offset(n, k, N).
 // Both GEMMs read their activations from tile images in that layout, so that a stage's activations are one bulk
 // copy: tile i (N = 16 ceil(count / 16) pairs, zeros past count) of a [rows, K] bf16 region starts at row
 // start + 15 i (room for its padding), and its chunk c is the N * 128 bytes at c * N * 128 from there. Gathered
@@ -352,7 +348,7 @@ __device__ __forceinline__ void run_items(uint8_t* smem, uint64_t* full, uint64_
           nvfp4_fragment<kQ>(w0[kQ], s0, a0);
           nvfp4_fragment<kQ>(w1[kQ], s1, a1);
           wgmma::wgmma_fence();
-          const uint64_t desc = x_descriptor(x_stage + kQ * 32 * N);
+          const uint64_t desc = kmajor_descriptor(x_stage + kQ * 32 * N);
           wgmma::wgmma_rs<N>(acc0, a0, desc);
           wgmma::wgmma_rs<N>(acc1, a1, desc);
           wgmma::wgmma_commit();
