@@ -10,7 +10,8 @@
 //   4 -> 5  barrier, chunk + 2's bulk copies issued
 // (until session 28 the mma.sync scan's phases: snapshot stores and waiting for W, U; V'; waiting for Kp; S update;
 // issuing Kp: bench/results/2026-12-01_session28_ab.txt has both)
-// and the whole step (0 -> the next chunk's 0); and the three kernels' time together from events.
+// and the whole step (0 -> the next chunk's 0); and the three kernels' time together from events. Then the prep
+// kernel's phases per block (thread 0's clock after each of its barriers, g_prep_phase).
 // Build (links the library for the fills; the probe's own copy of the GDN kernels replaces the archive's):
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Isrc \
 //     bench/experiments/gdn_scan_phase_probe.cu build/cuda/libimp_cuda.a build/cuda/libimp_lib.a -lcuda \
@@ -97,5 +98,25 @@ int main() {
                 median / cycles_per_us, p90, p90 / cycles_per_us);
   }
   std::printf("(SM clock attribute %.0f MHz; %d blocks x %d chunks)\n", cycles_per_us, blocks, chunks - 2);
+
+  // The prep kernel's blocks (chunk, value head), phases between its barriers.
+  static long long prep[4096][8];
+  cudaMemcpyFromSymbol(prep, g_prep_phase, sizeof(prep));
+  const int prep_blocks = chunks * hv;
+  const char* prep_names[7] = {"q, k, beta, gamma loads", "cumsum, q/k norms", "K K^T, Q K^T, Aqk",
+                               "Qg, Kp images, diag", "L^-1 block rows", "[W | U], W image, U", "whole block"};
+  long long first = prep[0][0], last = prep[0][6];
+  for (int blk = 0; blk < prep_blocks; ++blk) first = std::min(first, prep[blk][0]), last = std::max(last, prep[blk][6]);
+  for (int phase = 0; phase < 7; ++phase) {
+    std::vector<double> cycles;
+    for (int blk = 0; blk < prep_blocks; ++blk) {
+      cycles.push_back(static_cast<double>(phase == 6 ? prep[blk][6] - prep[blk][0] : prep[blk][phase + 1] - prep[blk][phase]));
+    }
+    const double median = percentile(cycles, 0.5), p90 = percentile(cycles, 0.9);
+    std::printf("prep %-26s median %8.0f cycles %6.2f us   p90 %8.0f cycles %6.2f us\n", prep_names[phase], median,
+                median / cycles_per_us, p90, p90 / cycles_per_us);
+  }
+  std::printf("prep: %d blocks, first start to last end %.1f us (SM clocks: comparable across SMs only roughly)\n",
+              prep_blocks, static_cast<double>(last - first) / cycles_per_us);
   return 0;
 }

@@ -76,6 +76,18 @@ size_t prep_smem_floats(int dk, int dv) {
   return static_cast<size_t>(kC) * std::max(lq, lv) + static_cast<size_t>(kC) * lq + 2 * kC * kLa + 16 * 48 + 6 * kC;
 }
 
+// Per-block timestamps (SM clock) of thread 0 of each prep block after its barriers, for
+// bench/experiments/gdn_scan_phase_probe.cu (IMP_PHASE_PROBE; no-ops otherwise): blocks below 4096.
+#ifdef IMP_PHASE_PROBE
+__device__ long long g_prep_phase[4096][8];
+__device__ __forceinline__ void prep_phase(int i) {
+  const int block = blockIdx.y * gridDim.x + blockIdx.x;
+  if (threadIdx.x == 0 && block < 4096) g_prep_phase[block][i] = clock64();
+}
+#else
+__device__ __forceinline__ void prep_phase(int) {}
+#endif
+
 __global__ void __launch_bounds__(kThreads, 2)
     chunk_prep_kernel(GatedDeltaNetShape shape, GatedDeltaNetWeightsDevice w, const float* __restrict__ conv_out,
                       const float* __restrict__ b, const float* __restrict__ a, int tokens, int chunks,
@@ -101,6 +113,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
   const ChunkLayout lay{dk, dv};
   float* rec = ws + (static_cast<size_t>(h) * chunks + chunk) * lay.stride();
+  prep_phase(0);
 
   // The chunk's q and k rows by cp.async, every copy in flight at once (padding rows zero-filled): a warp per
   // row loading as it normalised waited for eight dependent round trips.
@@ -125,6 +138,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   for (int e = tid; e < kC * kLa; e += kThreads) Tm[e] = 0.0f;
   cp_async_wait<0>();
   __syncthreads();
+  prep_phase(1);
   if (tid == 0) {  // inclusive cumsum in order, as the reference; padding adds g = 0
     float running = 0.0f;
     for (int i = 0; i < kC; ++i) gam[i] = running += gam[i];
@@ -147,6 +161,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   __syncthreads();  // gam, beta, Qs, Ks ready
+  prep_phase(2);
   if (tid < kC) {
     eg[tid] = expf(gam[tid]);
     ekp[tid] = expf(gam[kC - 1] - gam[tid]);
@@ -194,6 +209,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   __syncthreads();  // Akk ready; the products' reads of Qs are done
+  prep_phase(3);
   // The chunk's v rows, loaded now (every load of a thread before any use) and stored, times beta, once Qs is
   // free: their round trip overlaps the record writes and the diagonal blocks below.
   constexpr int kVLoads = kC * kMaxDim / 4 / kThreads;
@@ -233,6 +249,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
   }
   __syncthreads();  // Qs free; diagonal blocks ready
+  prep_phase(4);
 #pragma unroll
   for (int u = 0; u < kVLoads; ++u) {
     const int e = tid + u * kThreads, i = e / (dv / 4), c = (e % (dv / 4)) * 4;
@@ -259,6 +276,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     __syncthreads();
   }
+  prep_phase(5);
   // [W | U] = L^-1 [beta e^gamma K | beta V]: warp -> 16-column pairs of n-tiles, all four m-tiles (the
   // k-steps above the diagonal of L^-1 skipped).
   const int pairs = (dk + dv) / 16;
@@ -317,6 +335,10 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
   }
+#ifdef IMP_PHASE_PROBE
+  __syncthreads();
+  prep_phase(6);
+#endif
 }
 
 // ---- sequential pass over chunks on wgmma, per (head, 64-column slice of the state) --------------------------
