@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 #include "cuda/kernels/prefill_common.cuh"
@@ -42,23 +43,26 @@ __device__ __forceinline__ void for_each_in_block(int rows, int cols, F f) {
 
 // Per (head, chunk) record, in units of floats: W and Kp (K e^(gamma_C - gamma)) as the scan's wgmma operands,
 // each two bf16 images (hi, then lo: the 3xBF16 terms) in wgmma_layout.cuh's K-major layout, W with the chunk's
-// rows as N and Kp with dk as N (the same 4 bytes per element as fp32); then fp32 row-major Qg [64][dk]
-// (Q e^gamma), U (overwritten with V' by the scan) as [slice][64][slice width] for the scan's 64-column slices
-// (u_offset: each slice one bulk copy), Aqk [64][64] ((Q K^T) * Gamma, zero above the diagonal), gC (e^gamma_C),
-// pad. After all records: the state at the start of every chunk, [head][chunk][dk][dv].
+// rows as N and Kp with dk as N (the same 4 bytes per element as fp32); Qg (Q e^gamma) as the output kernel's A
+// image (rows i, k = d); U as [slice][64][slice width] for the scan's 64-column slices (u_offset: each slice one
+// bulk copy) in 64 x 64 floats per slice, which the scan overwrites with V' as the output kernel's B image per
+// slice (rows: the slice's columns, k = i); Aqk ((Q K^T) * Gamma, zero above the diagonal) as an A image (rows i,
+// k = j); gC (e^gamma_C), pad. After all records: the state at the start of every chunk, [head][chunk], as the
+// output kernel's B image per slice (rows: the slice's columns, k = d).
+constexpr int kSlice = 64;  // state columns per scan block and output slice: the m64 / n64 of their wgmmas
+
 struct ChunkLayout {
   int dk, dv;
   __host__ __device__ size_t w() const { return 0; }
   __host__ __device__ size_t kp() const { return static_cast<size_t>(dk) * kC; }
   __host__ __device__ size_t qg() const { return 2 * static_cast<size_t>(dk) * kC; }
   __host__ __device__ size_t u() const { return 3 * static_cast<size_t>(dk) * kC; }
-  __host__ __device__ size_t aqk() const { return u() + static_cast<size_t>(kC) * dv; }
+  __host__ __device__ size_t aqk() const { return u() + static_cast<size_t>(kC) * kSlice * slices(); }
   __host__ __device__ size_t gc() const { return aqk() + kC * kC; }
   __host__ __device__ size_t stride() const { return gc() + 4; }  // multiple of 4 floats: 16-byte records
-  __host__ __device__ size_t state() const { return static_cast<size_t>(dk) * dv; }
+  __host__ __device__ size_t state() const { return static_cast<size_t>(dk) * kSlice * slices(); }
+  __host__ __device__ int slices() const { return (dv + kSlice - 1) / kSlice; }
 };
-
-constexpr int kSlice = 64;  // state columns per scan block: the m64 of its wgmmas
 
 // Offset (floats) of U[i][c] in a record's U: 64-column slices, the last one narrower when dv is not a multiple.
 __host__ __device__ __forceinline__ size_t u_offset(int i, int c, int dv) {
@@ -168,7 +172,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     bek[tid] = beta[tid] * eg[tid];
   }
   // K K^T and Q K^T: warp -> m-tile warp / 2, n-tiles 4 (warp % 2) .. + 3; tiles above the diagonal skipped.
-  float* aqk = rec + lay.aqk();
+  uint8_t* aqk_image = reinterpret_cast<uint8_t*>(rec + lay.aqk());
   {
     const int mt = warp >> 1, nb = (warp & 1) * 4;
     Acc kk[4], qk[4];
@@ -204,7 +208,10 @@ __global__ void __launch_bounds__(kThreads, 2)
           aq[x] = jj <= i ? (qk[j].m[e + x] + qk[j].c[e + x]) * decay : 0.0f;
         }
         *reinterpret_cast<float2*>(Akk + i * kLa + j0) = make_float2(akk[0], akk[1]);
-        *reinterpret_cast<float2*>(aqk + i * kC + j0) = make_float2(aq[0], aq[1]);
+        uint32_t hi, lo;
+        split_bf16(make_float2(aq[0], aq[1]), hi, lo);
+        *reinterpret_cast<uint32_t*>(aqk_image + kmajor_offset(i, j0, kC)) = hi;
+        *reinterpret_cast<uint32_t*>(aqk_image + kC * kC * 2 + kmajor_offset(i, j0, kC)) = lo;
       }
     }
   }
@@ -223,9 +230,15 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
   // Qg and the Kp images to the record (Kp's words pair the chunk rows i, i + 1: its k); the 16x16 diagonal blocks
   // of L^-1 by forward substitution, one column per thread.
-  for (int e = tid; e < kC * dk; e += kThreads) {
-    const int i = e / dk, d = e % dk;
-    rec[lay.qg() + e] = QV[i * lq + d] * eg[i];
+  // Word e of each Qg image in image order (coalesced): kmajor_offset(i, d, 64) = 4 e for the (i, d) below.
+  uint32_t* qg_image = reinterpret_cast<uint32_t*>(rec + lay.qg());
+  for (int e = tid; e < kC / 2 * dk; e += kThreads) {
+    const int l = e % kWarp, run = e / kWarp;  // a 128-byte run: 8 rows i x 4 pairs of d
+    const int i = 8 * ((run >> 1) & 7) + l / 4, d = 16 * (run >> 4) + 8 * (run & 1) + 2 * (l % 4);
+    uint32_t hi, lo;
+    split_bf16(make_float2(QV[i * lq + d] * eg[i], QV[i * lq + d + 1] * eg[i]), hi, lo);
+    qg_image[e] = hi;
+    qg_image[dk * 32 + e] = lo;
   }
   uint8_t* kp_image = reinterpret_cast<uint8_t*>(rec + lay.kp());
   for (int e = tid; e < kC / 2 * dk; e += kThreads) {
@@ -397,6 +410,27 @@ __device__ __forceinline__ void store_accumulator_rows(float* dst, const float (
   }
 }
 
+// Two pairs of an m64 accumulator (rows row0, row0 + 8; N indices k, k + 1) into a B image of 64 rows and K
+// inputs (hi, then lo at + K * 128 bytes).
+template <int K>
+__device__ __forceinline__ void store_b_pairs(uint8_t* image, float2 lo_row, float2 hi_row, int row0, int k) {
+  uint32_t h, l;
+  split_bf16(lo_row, h, l);
+  *reinterpret_cast<uint32_t*>(image + kmajor_offset(row0, k, kSlice)) = h;
+  *reinterpret_cast<uint32_t*>(image + K * 128 + kmajor_offset(row0, k, kSlice)) = l;
+  split_bf16(hi_row, h, l);
+  *reinterpret_cast<uint32_t*>(image + kmajor_offset(row0 + 8, k, kSlice)) = h;
+  *reinterpret_cast<uint32_t*>(image + K * 128 + kmajor_offset(row0 + 8, k, kSlice)) = l;
+}
+template <int N>
+__device__ __forceinline__ void store_b_image(uint8_t* image, const float (&v)[N / 2], int row0) {
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j) {
+    store_b_pairs<N>(image, make_float2(v[4 * j], v[4 * j + 1]), make_float2(v[4 * j + 2], v[4 * j + 3]), row0,
+                     8 * j + 2 * (threadIdx.x & 3));
+  }
+}
+
 template <int DK>
 __global__ void __launch_bounds__(kScanThreads, 1)
     chunk_scan_kernel(GatedDeltaNetShape shape, float* __restrict__ ws, int chunks, float* __restrict__ recurrent) {
@@ -511,13 +545,17 @@ __global__ void __launch_bounds__(kScanThreads, 1)
         wgmma::wgmma_rs<DK>(sc, bl[kk], kmajor_descriptor(kp_hi + kk * 32 * DK));
       }
       wgmma::wgmma_commit();
-      store_accumulator_rows<kC>(rec + u_slice, vm, ncols, row0, lo_ok, hi_ok);
-      float* snapshot = states + static_cast<size_t>(chunk) * lay.state() + col0 + static_cast<size_t>(2 * t) * dv + row0;
+      // V' over the slice's U and the parked state as this chunk's snapshot, both as the output kernel's B images
+      // (rows: the slice's columns; a word pairs two N indices of the accumulator, the images' k).
+      store_b_image<kC>(reinterpret_cast<uint8_t*>(rec + u_slice), vm, row0);
+      {
+        uint8_t* image = reinterpret_cast<uint8_t*>(states + static_cast<size_t>(chunk) * lay.state() +
+                                                    static_cast<size_t>(blockIdx.y) * DK * kSlice);
 #pragma unroll
-      for (int j = 0; j < DK / 8; ++j, snapshot += 8 * static_cast<size_t>(dv)) {
-        const float4 v = park[j * kScanThreads];
-        if (lo_ok) snapshot[0] = v.x, snapshot[dv] = v.y;
-        if (hi_ok) snapshot[8] = v.z, snapshot[dv + 8] = v.w;
+        for (int j = 0; j < DK / 8; ++j) {
+          const float4 v = park[j * kScanThreads];
+          store_b_pairs<DK>(image, make_float2(v.x, v.y), make_float2(v.z, v.w), row0, 8 * j + 2 * t);
+        }
       }
       wgmma::wgmma_wait<0>();
 #pragma unroll
@@ -531,131 +569,156 @@ __global__ void __launch_bounds__(kScanThreads, 1)
   store_accumulator_rows<DK>(Sg + col0, s, dv, row0, lo_ok, hi_ok);
 }
 
-// ---- outputs, one block per (chunk, head): O = Qg S_chunk + Aqk V', then the gated RMSNorm ------------------
-
-size_t out_smem_floats(int dk, int dv) {
-  return static_cast<size_t>(kC) * std::max({dk + 8, kLa, dv + 4}) + static_cast<size_t>(std::max(dk, kC)) * (dv + 4);
+// ---- outputs on wgmma, one warpgroup per (64-column slice, chunk, head): O = Qg S_chunk + Aqk V', then the
+// gated RMSNorm -------------------------------------------------------------------------------------------------
+//
+// A block's slice of O: 3 dk / 16 + 12 wgmmas m64n64k16 from shared-memory images (prep's Qg and Aqk as A, the
+// scan's snapshot and V' of the slice as B), 3xBF16 with the correction terms in their own accumulators. The
+// operands come by four bulk copies (96 KB at dk = 128: two blocks per SM, one's copies under the other's
+// products); the gate values by plain loads issued while the wgmmas run. The slices of a (chunk, head) are one
+// cluster: a row's sum of squares meets through distributed shared memory, added in rank order by every block.
+// The mma.sync form (8 warps per (chunk, head), every operand split again at each fragment load) took 320 us per
+// layer at 4096 tokens, all slices in one block (182 KB, one block per SM) 306 us, this form 247 us (session 29).
+constexpr int kOutThreads = 128;
+__host__ __device__ constexpr size_t out_smem_bytes(int dk) {
+  return 256u * dk + kC * kC * 4u + 256u * dk + kC * kSlice * 4u;  // Qg, Aqk, the slice's state and V' images
 }
 
-__global__ void __launch_bounds__(kThreads, 2)
+__device__ __forceinline__ void cluster_arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ float load_cluster_float(const float* local, int rank) {
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_addr(local)), "r"(rank));
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+
+template <int DK>
+__global__ void __launch_bounds__(kOutThreads, 2)
     chunk_out_kernel(GatedDeltaNetShape shape, const uint16_t* __restrict__ norm_w, const float* __restrict__ z,
                      const float* __restrict__ ws, int tokens, int chunks, __nv_bfloat16* __restrict__ out_hi,
                      __nv_bfloat16* __restrict__ out_lo) {
-  extern __shared__ __align__(16) float sm[];
-  const int dk = shape.key_dim, dv = shape.value_dim, hv = shape.value_heads;
-  const int lb = dv + 4;  // S and V' read as column pairs
-  float* As = sm;                                // Qg [64][dk+8], then Aqk [64][kLa], then z [64][lb]
-  float* Bs = As + kC * max(max(dk + 8, kLa), lb);  // S [dk][lb], then V' [64][lb], then O [64][lb]
-  const int chunk = blockIdx.x, h = blockIdx.y;
-  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
-  const ChunkLayout lay{dk, dv};
+  extern __shared__ __align__(128) uint8_t out_images[];
+  __shared__ uint64_t full;
+  __shared__ float row_ss[kC];  // this slice's sum of squares per row
+  pdl_begin();
+  const int dv = shape.value_dim, hv = shape.value_heads;
+  const int sl = blockIdx.x, slices = gridDim.x, chunk = blockIdx.y, h = blockIdx.z;
+  const int tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp, g = lane >> 2, t = lane & 3;
+  const int col0 = kSlice * sl, width = min(kSlice, dv - col0);
+  const ChunkLayout lay{DK, dv};
   const float* rec = ws + (static_cast<size_t>(h) * chunks + chunk) * lay.stride();
   const float* state =
       ws + static_cast<size_t>(hv) * chunks * lay.stride() + (static_cast<size_t>(h) * chunks + chunk) * lay.state();
-  const int mt = warp & 3, nb = warp >> 2, ntiles = dv / 8;  // warp: m-tile mt, n-tiles nb, nb + 2, ...
+  constexpr uint32_t kQgBytes = 256u * DK, kAqkBytes = kC * kC * 4u, kSBytes = 256u * DK, kVBytes = kC * kSlice * 4u;
+  uint8_t* qg = out_images;
+  uint8_t* aqk = qg + kQgBytes;
+  uint8_t* s_image = aqk + kAqkBytes;
+  uint8_t* v_image = s_image + kSBytes;
 
-  // Phase 1: Qg S.
+  if (tid == 0) {
+    mbarrier_init(&full, 1);
+    mbarrier_arrive_expect_tx(&full, kQgBytes + kAqkBytes + kSBytes + kVBytes);
+    bulk_copy_to_shared(qg, rec + lay.qg(), kQgBytes, &full);
+    bulk_copy_to_shared(aqk, rec + lay.aqk(), kAqkBytes, &full);
+    bulk_copy_to_shared(s_image, state + static_cast<size_t>(sl) * DK * kSlice, kSBytes, &full);
+    bulk_copy_to_shared(v_image, rec + lay.u() + static_cast<size_t>(sl) * kC * kSlice, kVBytes, &full);
+  }
+  __syncthreads();  // the barrier's initialisation
+  mbarrier_wait(&full, 0);
+
+  // Accumulator element 4 j + e: row 16 warp + g + 8 (e / 2), column 8 j + 2 t + e % 2 of the slice.
+  float m[kSlice / 2], c[kSlice / 2];
+#pragma unroll
+  for (int i = 0; i < kSlice / 2; ++i) m[i] = c[i] = 0.0f;
   {
-    const int la = dk + 8;  // Qg read as row pairs
-    for_each_in_block<kThreads>(kC, dk / 4, [&](int i, int c4) {
-      cp_async16(As + i * la + 4 * c4, rec + lay.qg() + static_cast<size_t>(i) * dk + 4 * c4, true);
-    });
-    for_each_in_block<kThreads>(dk, dv / 4, [&](int r, int c4) {
-      cp_async16(Bs + r * lb + 4 * c4, state + static_cast<size_t>(r) * dv + 4 * c4, true);
-    });
-    cp_async_commit();
+    const uint32_t qg_hi = smem_addr(qg), qg_lo = qg_hi + kQgBytes / 2, aqk_hi = smem_addr(aqk), aqk_lo = aqk_hi + kAqkBytes / 2;
+    const uint32_t s_hi = smem_addr(s_image), s_lo = s_hi + kSBytes / 2, v_hi = smem_addr(v_image), v_lo = v_hi + kVBytes / 2;
+    wgmma::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < DK / 16; ++kk) {
+      const uint32_t a = kk * 32 * kC, b = kk * 32 * kSlice;
+      wgmma::wgmma_ss<kSlice>(m, kmajor_descriptor(qg_hi + a), kmajor_descriptor(s_hi + b));
+      wgmma::wgmma_ss<kSlice>(c, kmajor_descriptor(qg_hi + a), kmajor_descriptor(s_lo + b));
+      wgmma::wgmma_ss<kSlice>(c, kmajor_descriptor(qg_lo + a), kmajor_descriptor(s_hi + b));
+    }
+#pragma unroll
+    for (int kk = 0; kk < kC / 16; ++kk) {
+      const uint32_t a = kk * 32 * kC, b = kk * 32 * kSlice;
+      wgmma::wgmma_ss<kSlice>(m, kmajor_descriptor(aqk_hi + a), kmajor_descriptor(v_hi + b));
+      wgmma::wgmma_ss<kSlice>(c, kmajor_descriptor(aqk_hi + a), kmajor_descriptor(v_lo + b));
+      wgmma::wgmma_ss<kSlice>(c, kmajor_descriptor(aqk_lo + a), kmajor_descriptor(v_hi + b));
+    }
+    wgmma::wgmma_commit();
   }
-  Acc acc[kMaxDim / 16];
+  // The gate values and norm weights of the thread's elements, loaded while the products run.
+  float2 gate[2][kSlice / 8];
+  uint32_t nw[kSlice / 8];
 #pragma unroll
-  for (int j = 0; j < kMaxDim / 16; ++j) acc_zero(acc[j]);
-  cp_async_wait<0>();
-  __syncthreads();
-  {
-    const int la = dk + 8;  // Qg read as row pairs
-    for (int k0 = 0; k0 < dk; k0 += 16) {
-      const FragA af = load_a([&](int r, int c) { return row_pair(As + (16 * mt + r) * la + k0 + c); });
+  for (int half = 0; half < 2; ++half) {
+    const int tok = min(chunk * kC + 16 * warp + g + 8 * half, tokens - 1);
+    const float* zrow = z + (static_cast<size_t>(tok) * hv + h) * dv + col0 + 2 * t;
 #pragma unroll
-      for (int j = 0; j < kMaxDim / 16; ++j) {
-        const int n0 = 8 * (nb + 2 * j);
-        if (nb + 2 * j < ntiles) {
-          const FragB bf = load_b([&](int kx, int nx) { return column_pair(Bs + (k0 + kx) * lb + n0 + nx, lb); });
-          mma3(acc[j], af, bf);
-        }
-      }
+    for (int j = 0; j < kSlice / 8; ++j) {
+      gate[half][j] = 8 * j + 2 * t < width ? *reinterpret_cast<const float2*>(zrow + 8 * j) : make_float2(0.0f, 0.0f);
     }
   }
-  __syncthreads();
-  // Phase 2: + Aqk V' (Aqk is zero above the diagonal: k-steps past the m-tile skipped).
-  {
-    for (int e = tid; e < kC * kC / 4; e += kThreads) {
-      const int i = e / (kC / 4), c = (e % (kC / 4)) * 4;
-      cp_async16(As + i * kLa + c, rec + lay.aqk() + i * kC + c, true);
-    }
-    for_each_in_block<kThreads>(kC, dv / 4, [&](int r, int c4) {
-      cp_async16(Bs + r * lb + 4 * c4, rec + lay.u() + u_offset(r, 4 * c4, dv), true);
-    });
-    cp_async_commit();
-    cp_async_wait<0>();
-    __syncthreads();
-    for (int k0 = 0; k0 < 16 * mt + 16; k0 += 16) {
-      const FragA af = load_a([&](int r, int c) { return row_pair(As + (16 * mt + r) * kLa + k0 + c); });
 #pragma unroll
-      for (int j = 0; j < kMaxDim / 16; ++j) {
-        const int n0 = 8 * (nb + 2 * j);
-        if (nb + 2 * j < ntiles) {
-          const FragB bf = load_b([&](int kx, int nx) { return column_pair(Bs + (k0 + kx) * lb + n0 + nx, lb); });
-          mma3(acc[j], af, bf);
-        }
-      }
-    }
+  for (int j = 0; j < kSlice / 8; ++j) {
+    nw[j] = 8 * j + 2 * t < width ? *reinterpret_cast<const uint32_t*>(norm_w + col0 + 8 * j + 2 * t) : 0u;
   }
-  __syncthreads();
-  // The gate rows of the chunk into As (free now), in flight while O goes to shared memory: the norm loop's
-  // loads of z, a row per warp, were eight dependent round trips.
-  float* Zs = As;  // [64][lb]
-  for_each_in_block<kThreads>(kC, dv / 4, [&](int i, int c4) {
-    const int t = chunk * kC + i;
-    cp_async16(Zs + i * lb + 4 * c4, z + (static_cast<size_t>(t < tokens ? t : 0) * hv + h) * dv + 4 * c4, t < tokens);
-  });
-  cp_async_commit();
-  float* Os = Bs;  // [64][lb]
+  wgmma::wgmma_wait<0>();
 #pragma unroll
-  for (int j = 0; j < kMaxDim / 16; ++j) {
-    const int n0 = 8 * (nb + 2 * j);
-    if (nb + 2 * j < ntiles) {
+  for (int i = 0; i < kSlice / 2; ++i) m[i] += c[i];
+
+  // Each row's sum of squares: over the quad of lanes sharing g, then over the cluster's slices.
 #pragma unroll
-      for (int e = 0; e < 4; ++e) Os[(16 * mt + acc_row(e)) * lb + n0 + acc_col(e)] = acc[j].m[e] + acc[j].c[e];
-    }
-  }
-  cp_async_wait<0>();
-  __syncthreads();
-  // Gated RMSNorm per token row, one warp per row (as the decode step's).
-  for (int i = warp; i < kC; i += kThreads / kWarp) {
-    const int t = chunk * kC + i;
-    if (t >= tokens) break;
-    const size_t item = static_cast<size_t>(t) * hv + h;
-    float vals[kMaxDim / kWarp];
+  for (int half = 0; half < 2; ++half) {
     float ss = 0.0f;
 #pragma unroll
-    for (int m = 0; m < kMaxDim / kWarp; ++m) {
-      const int j = lane + m * kWarp;
-      vals[m] = j < dv ? Os[i * lb + j] : 0.0f;
-      ss += vals[m] * vals[m];
+    for (int j = 0; j < kSlice / 8; ++j) {
+      const float a = m[4 * j + 2 * half], b = m[4 * j + 2 * half + 1];
+      if (8 * j + 2 * t < width) ss += a * a + b * b;  // columns past a narrower last slice hold no values
     }
-    const float inv = rsqrtf(warp_sum(ss) / static_cast<float>(dv) + shape.eps);
+    ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+    ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+    if (t == 0) row_ss[16 * warp + g + 8 * half] = ss;
+  }
+  cluster_arrive();
+  cluster_wait();  // every slice's row sums are written
+  float inv[2];
 #pragma unroll
-    for (int m = 0; m < kMaxDim / kWarp; ++m) {
-      const int j = lane + m * kWarp;
-      if (j < dv) {
-        const float gate = Zs[i * lb + j];
-        const float act = shape.sigmoid_gate ? sigmoidf(gate) : gate * sigmoidf(gate);
-        const float o = bf16_bits_to_float(norm_w[j]) * (vals[m] * inv) * act;
-        const __nv_bfloat16 hi = __float2bfloat16_rn(o);
-        out_hi[item * dv + j] = hi;
-        out_lo[item * dv + j] = __float2bfloat16_rn(o - __bfloat162float(hi));
+  for (int half = 0; half < 2; ++half) {
+    const float* mine = row_ss + 16 * warp + g + 8 * half;
+    float total = 0.0f;
+    for (int r = 0; r < slices; ++r) total += load_cluster_float(mine, r);
+    inv[half] = rsqrtf(total / static_cast<float>(dv) + shape.eps);
+  }
+  cluster_arrive();  // this block's reads of the others' row sums are done (waited for before exit)
+
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int tok = chunk * kC + 16 * warp + g + 8 * half;
+    if (tok >= tokens) continue;
+    const size_t at = (static_cast<size_t>(tok) * hv + h) * dv + col0 + 2 * t;
+#pragma unroll
+    for (int j = 0; j < kSlice / 8; ++j) {
+      if (8 * j + 2 * t >= width) continue;
+      float r[2];
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const float gx = x ? gate[half][j].y : gate[half][j].x;
+        const float act = shape.sigmoid_gate ? sigmoidf(gx) : gx * sigmoidf(gx);
+        r[x] = bf16_bits_to_float(x ? nw[j] >> 16 : nw[j] & 0xffffu) * (m[4 * j + 2 * half + x] * inv[half]) * act;
       }
+      uint32_t hi, lo;
+      split_bf16(make_float2(r[0], r[1]), hi, lo);
+      *reinterpret_cast<uint32_t*>(out_hi + at + 8 * j) = hi;
+      *reinterpret_cast<uint32_t*>(out_lo + at + 8 * j) = lo;
     }
   }
+  cluster_wait();  // no block leaves while another may still read its row sums
 }
 
 template <typename Kernel>
@@ -667,6 +730,23 @@ void set_smem(Kernel kernel, size_t bytes) {
 template <int... kSteps>
 void set_scan_smem(std::integer_sequence<int, kSteps...>) {
   (set_smem(chunk_scan_kernel<16 * (kSteps + 1)>, scan_smem_bytes(16 * (kSteps + 1))), ...);
+}
+template <int... kSteps>
+void set_out_smem(std::integer_sequence<int, kSteps...>) {
+  (set_smem(chunk_out_kernel<16 * (kSteps + 1)>, out_smem_bytes(16 * (kSteps + 1))), ...);
+}
+template <int... kSteps>
+void launch_out(std::integer_sequence<int, kSteps...>, const GatedDeltaNetShape& shape, const uint16_t* norm_w,
+                const float* z, const float* ws, int tokens, int chunks, __nv_bfloat16* out_hi, __nv_bfloat16* out_lo,
+                cudaStream_t stream) {
+  const unsigned slices = static_cast<unsigned>((shape.value_dim + kSlice - 1) / kSlice);
+  const dim3 grid(slices, chunks, shape.value_heads);
+  ((shape.key_dim == 16 * (kSteps + 1)
+        ? (launch_kernel(chunk_out_kernel<16 * (kSteps + 1)>, grid, dim3(kOutThreads), out_smem_bytes(16 * (kSteps + 1)),
+                         stream, slices, shape, norm_w, z, ws, tokens, chunks, out_hi, out_lo),
+           0)
+        : 0),
+   ...);
 }
 template <int... kSteps>
 void launch_scan(std::integer_sequence<int, kSteps...>, const GatedDeltaNetShape& shape, float* ws, int chunks,
@@ -709,7 +789,7 @@ void launch_gdn_chunked_prefill(const GatedDeltaNetShape& shape, const GatedDelt
   static const bool ready = [] {
     set_smem(chunk_prep_kernel, prep_smem_floats(kMaxDim, kMaxDim) * sizeof(float));
     set_scan_smem(std::make_integer_sequence<int, kMaxDim / 16>());
-    set_smem(chunk_out_kernel, out_smem_floats(kMaxDim, kMaxDim) * sizeof(float));
+    set_out_smem(std::make_integer_sequence<int, kMaxDim / 16>());
     return true;
   }();
   (void)ready;
@@ -719,9 +799,8 @@ void launch_gdn_chunked_prefill(const GatedDeltaNetShape& shape, const GatedDelt
   IMP_CUDA_CHECK_LAUNCH();
   launch_scan(std::make_integer_sequence<int, kMaxDim / 16>(), shape, ws, chunks, recurrent, stream);
   IMP_CUDA_CHECK_LAUNCH();
-  chunk_out_kernel<<<dim3(chunks, shape.value_heads), kThreads, out_smem_floats(dk, dv) * sizeof(float), stream>>>(
-      shape, w.norm, z, ws, tokens, chunks, reinterpret_cast<__nv_bfloat16*>(out_hi),
-      reinterpret_cast<__nv_bfloat16*>(out_lo));
+  launch_out(std::make_integer_sequence<int, kMaxDim / 16>(), shape, w.norm, z, ws, tokens, chunks,
+             reinterpret_cast<__nv_bfloat16*>(out_hi), reinterpret_cast<__nv_bfloat16*>(out_lo), stream);
   IMP_CUDA_CHECK_LAUNCH();
 }
 
