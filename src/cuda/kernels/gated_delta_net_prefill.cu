@@ -21,12 +21,12 @@ using namespace split_bf16_mma;
 constexpr int kC = 64;           // chunk length
 constexpr int kMaxDim = 128;     // key_dim, value_dim
 
-// f(i, c) for every i < rows, c < cols, over the block's kBlockThreads threads in the order of the flat index
-// e = tid + k * kBlockThreads (i = e / cols, c = e % cols): the divisions once, then steps (cols is a runtime
+// f(i, c) for every i < rows, c < cols, over kBlockThreads threads (`thread` < kBlockThreads: the block's, or
+// those of some of its warps) in the order of the flat index e = thread + k * kBlockThreads (i = e / cols, c = e % cols): the divisions once, then steps (cols is a runtime
 // value, and a division per element cost more than the copies it indexes).
 template <int kBlockThreads, typename F>
-__device__ __forceinline__ void for_each_in_block(int rows, int cols, F f) {
-  int i = threadIdx.x / cols, c = threadIdx.x % cols;
+__device__ __forceinline__ void for_each_in_block(int rows, int cols, F f, int thread = threadIdx.x) {
+  int i = thread / cols, c = thread % cols;
   const int di = kBlockThreads / cols, dc = kBlockThreads % cols;
   while (i < rows) {
     f(i, c);
@@ -74,10 +74,11 @@ __host__ __device__ __forceinline__ size_t u_offset(int i, int c, int dv) {
 
 constexpr int kThreads = 256;  // prep and output kernels: 8 warps
 constexpr int kLa = kC + 8;    // stride of the 64x64 matrices in shared memory (row pairs: 8 mod 32)
+constexpr int kLr = 48 + 4;    // stride of R [16][48], read as column pairs (4 mod 8)
 
 size_t prep_smem_floats(int dk, int dv) {
   const int lq = dk + 8, lv = dv + 4;
-  return static_cast<size_t>(kC) * std::max(lq, lv) + static_cast<size_t>(kC) * lq + 2 * kC * kLa + 16 * 48 + 6 * kC;
+  return static_cast<size_t>(kC) * std::max(lq, lv) + static_cast<size_t>(kC) * lq + 2 * kC * kLa + 16 * kLr + 6 * kC;
 }
 
 // Per-block timestamps (SM clock) of thread 0 of each prep block after its barriers, for
@@ -103,8 +104,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   float* Ks = QV + kC * max(lq, lv);             // [64][lq]
   float* Akk = Ks + kC * lq;                     // [64][kLa], strictly lower
   float* Tm = Akk + kC * kLa;                    // [64][kLa], L^-1 (unit lower)
-  float* R = Tm + kC * kLa;                      // [16][48]
-  float* beta = R + 16 * 48;                     // [64] each
+  float* R = Tm + kC * kLa;                      // [16][kLr]
+  float* beta = R + 16 * kLr;                    // [64] each
   float* gam = beta + kC;
   float* eg = gam + kC;   // e^gamma
   float* ekp = eg + kC;   // e^(gamma_C - gamma)
@@ -143,25 +144,64 @@ __global__ void __launch_bounds__(kThreads, 2)
   cp_async_wait<0>();
   __syncthreads();
   prep_phase(1);
-  if (tid == 0) {  // inclusive cumsum in order, as the reference; padding adds g = 0
+  if (tid == 0) {  // inclusive cumsum in order, as the reference (padding adds g = 0); all loads first
+    float4 g4[kC / 4];
+#pragma unroll
+    for (int j = 0; j < kC / 4; ++j) g4[j] = reinterpret_cast<const float4*>(gam)[j];
     float running = 0.0f;
-    for (int i = 0; i < kC; ++i) gam[i] = running += gam[i];
-  }
-  // q, k (L2-normalised), one warp per row; padding rows are zero.
-  const float q_scale = rsqrtf(static_cast<float>(dk));
-  for (int i = warp; i < kC; i += kThreads / kWarp) {
-    float qq = 0.0f, kk = 0.0f;
-    for (int d = lane; d < dk; d += kWarp) {
-      const float qv = QV[i * lq + d], kv = Ks[i * lq + d];
-      qq += qv * qv;
-      kk += kv * kv;
+#pragma unroll
+    for (int j = 0; j < kC / 4; ++j) {
+      g4[j].x = running += g4[j].x;
+      g4[j].y = running += g4[j].y;
+      g4[j].z = running += g4[j].z;
+      g4[j].w = running += g4[j].w;
+      reinterpret_cast<float4*>(gam)[j] = g4[j];
     }
-    qq = warp_sum(qq);
-    kk = warp_sum(kk);
-    const float qi = rsqrtf(qq + 1e-6f) * q_scale, ki = rsqrtf(kk + 1e-6f);
-    for (int d = lane; d < dk; d += kWarp) {
-      QV[i * lq + d] *= qi;
-      Ks[i * lq + d] *= ki;
+  }
+  // q, k (L2-normalised), one warp per row, two rows at a time (each lane's loads of both first); padding rows
+  // are zero.
+  const float q_scale = rsqrtf(static_cast<float>(dk));
+  for (int i0 = warp; i0 < kC; i0 += 2 * (kThreads / kWarp)) {
+    float v[2][2][kMaxDim / kWarp];  // [row][q, k][d / 32]
+    float ss[2][2] = {};
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int i = i0 + r * (kThreads / kWarp);
+#pragma unroll
+      for (int m = 0; m < kMaxDim / kWarp; ++m) {
+        const int d = lane + m * kWarp;
+        v[r][0][m] = d < dk ? QV[i * lq + d] : 0.0f;
+        v[r][1][m] = d < dk ? Ks[i * lq + d] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+#pragma unroll
+      for (int m = 0; m < kMaxDim / kWarp; ++m) {
+        ss[r][0] += v[r][0][m] * v[r][0][m];
+        ss[r][1] += v[r][1][m] * v[r][1][m];
+      }
+    }
+#pragma unroll
+    for (int o = kWarp / 2; o > 0; o /= 2) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        ss[r][0] += __shfl_xor_sync(0xffffffffu, ss[r][0], o);
+        ss[r][1] += __shfl_xor_sync(0xffffffffu, ss[r][1], o);
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int i = i0 + r * (kThreads / kWarp);
+      const float qi = rsqrtf(ss[r][0] + 1e-6f) * q_scale, ki = rsqrtf(ss[r][1] + 1e-6f);
+#pragma unroll
+      for (int m = 0; m < kMaxDim / kWarp; ++m) {
+        const int d = lane + m * kWarp;
+        if (d < dk) {
+          QV[i * lq + d] = v[r][0][m] * qi;
+          Ks[i * lq + d] = v[r][1][m] * ki;
+        }
+      }
     }
   }
   __syncthreads();  // gam, beta, Qs, Ks ready
@@ -171,13 +211,16 @@ __global__ void __launch_bounds__(kThreads, 2)
     ekp[tid] = expf(gam[kC - 1] - gam[tid]);
     bek[tid] = beta[tid] * eg[tid];
   }
-  // K K^T and Q K^T: warp -> m-tile warp / 2, n-tiles 4 (warp % 2) .. + 3; tiles above the diagonal skipped.
+  // K K^T and Q K^T over the 20 tiles (16 x 8) on or below the diagonal, 2 or 3 per warp: warp w takes m-tile
+  // mt(w) and n-tiles nb(w) .. nb(w) + cnt(w) - 1 (the tables below, one hex digit per warp). The Aqk image's 12
+  // tiles above the diagonal are written as zeros by the writer warps further down.
   uint8_t* aqk_image = reinterpret_cast<uint8_t*>(rec + lay.aqk());
   {
-    const int mt = warp >> 1, nb = (warp & 1) * 4;
-    Acc kk[4], qk[4];
+    const int mt = (0x33322110 >> (4 * warp)) & 15, nb = (0x63030200 >> (4 * warp)) & 15;
+    const int cnt = (0x23333222 >> (4 * warp)) & 15;
+    Acc kk[3], qk[3];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < 3; ++j) {
       acc_zero(kk[j]);
       acc_zero(qk[j]);
     }
@@ -185,9 +228,9 @@ __global__ void __launch_bounds__(kThreads, 2)
       const FragA ak = load_a([&](int r, int c) { return row_pair(Ks + (16 * mt + r) * lq + k0 + c); });
       const FragA aq = load_a([&](int r, int c) { return row_pair(QV + (16 * mt + r) * lq + k0 + c); });
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < 3; ++j) {
         const int n0 = 8 * (nb + j);
-        if (n0 <= 16 * mt + 15) {
+        if (j < cnt) {
           const FragB bk = load_b([&](int kx, int nx) { return row_pair(Ks + (n0 + nx) * lq + k0 + kx); });
           mma3(kk[j], ak, bk);
           mma3(qk[j], aq, bk);
@@ -195,7 +238,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
     }
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+    for (int j = 0; j < 3; ++j) {
+      if (j >= cnt) break;
 #pragma unroll
       for (int e = 0; e < 4; e += 2) {
         const int i = 16 * mt + acc_row(e), j0 = 8 * (nb + j) + acc_col(e);
@@ -228,37 +272,55 @@ __global__ void __launch_bounds__(kThreads, 2)
                                                                          2 * key_total + h * dv + c)
                                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   }
-  // Qg and the Kp images to the record (Kp's words pair the chunk rows i, i + 1: its k); the 16x16 diagonal blocks
-  // of L^-1 by forward substitution, one column per thread.
-  // Word e of each Qg image in image order (coalesced): kmajor_offset(i, d, 64) = 4 e for the (i, d) below.
-  uint32_t* qg_image = reinterpret_cast<uint32_t*>(rec + lay.qg());
-  for (int e = tid; e < kC / 2 * dk; e += kThreads) {
-    const int l = e % kWarp, run = e / kWarp;  // a 128-byte run: 8 rows i x 4 pairs of d
-    const int i = 8 * ((run >> 1) & 7) + l / 4, d = 16 * (run >> 4) + 8 * (run & 1) + 2 * (l % 4);
-    uint32_t hi, lo;
-    split_bf16(make_float2(QV[i * lq + d] * eg[i], QV[i * lq + d + 1] * eg[i]), hi, lo);
-    qg_image[e] = hi;
-    qg_image[dk * 32 + e] = lo;
-  }
-  uint8_t* kp_image = reinterpret_cast<uint8_t*>(rec + lay.kp());
-  for (int e = tid; e < kC / 2 * dk; e += kThreads) {
-    const int i = 2 * (e / dk), d = e % dk;
-    uint32_t hi, lo;
-    split_bf16(make_float2(Ks[i * lq + d] * ekp[i], Ks[(i + 1) * lq + d] * ekp[i + 1]), hi, lo);
-    const uint32_t at = kmajor_offset(d, i, dk);
-    *reinterpret_cast<uint32_t*>(kp_image + at) = hi;
-    *reinterpret_cast<uint32_t*>(kp_image + dk * 128 + at) = lo;
-  }
-  if (tid == 0) rec[lay.gc()] = expf(gam[kC - 1]);
-  if (tid < kC) {
+  // The 16x16 diagonal blocks of L^-1 by forward substitution, one column per thread of warps 0-1, while warps
+  // 2-7 write the Qg and Kp images to the record word by word in image order (a warp's store: one 128-byte run,
+  // 8 rows x 4 pairs along k; Qg: rows i, k = d; Kp: rows d, k = i).
+  constexpr int kWriterWarps = (kThreads - kC) / kWarp;
+  if (tid >= kC) {
+    const int wwarp = warp - kC / kWarp;
+    if (wwarp == 0 && lane == 0) rec[lay.gc()] = expf(gam[kC - 1]);
+    uint32_t* qg_words = reinterpret_cast<uint32_t*>(rec + lay.qg());
+    for (int run = wwarp; run < dk; run += kWriterWarps) {  // 16 runs per k16 step of 64 rows
+      const int i = 8 * ((run >> 1) & 7) + lane / 4, d = 16 * (run >> 4) + 8 * (run & 1) + 2 * (lane % 4);
+      uint32_t hi, lo;
+      split_bf16(make_float2(QV[i * lq + d] * eg[i], QV[i * lq + d + 1] * eg[i]), hi, lo);
+      qg_words[32 * run + lane] = hi;
+      qg_words[dk * 32 + 32 * run + lane] = lo;
+    }
+    // Aqk's tiles above the diagonal (m-tile 0: n-tiles 2..7, 1: 4..7, 2: 6, 7): zeros, a word per (row, pair).
+    for (int e = tid - kC; e < 12 * 64; e += kWriterWarps * kWarp) {
+      const int tile = e / 64, mt = tile < 6 ? 0 : tile < 10 ? 1 : 2, nt = tile - (mt == 0 ? 0 : mt == 1 ? 6 : 10) + 2 * mt + 2;
+      const uint32_t at = kmajor_offset(16 * mt + (e % 64) / 4, 8 * nt + 2 * (e % 4), kC);
+      *reinterpret_cast<uint32_t*>(aqk_image + at) = 0u;
+      *reinterpret_cast<uint32_t*>(aqk_image + kC * kC * 2 + at) = 0u;
+    }
+    uint32_t* kp_words = reinterpret_cast<uint32_t*>(rec + lay.kp());
+    const int runs_per_step = dk / 4;  // dk rows x 32 bytes per k16 step
+    for (int run = wwarp; run < dk; run += kWriterWarps) {
+      const int step = run / runs_per_step, m8 = (run % runs_per_step) >> 1;
+      const int d = 8 * m8 + lane / 4, i = 16 * step + 8 * (run & 1) + 2 * (lane % 4);
+      uint32_t hi, lo;
+      split_bf16(make_float2(Ks[i * lq + d] * ekp[i], Ks[(i + 1) * lq + d] * ekp[i + 1]), hi, lo);
+      kp_words[32 * run + lane] = hi;
+      kp_words[dk * 32 + 32 * run + lane] = lo;
+    }
+  } else {
+    // Column c of diagonal block `base`, x[r] = T[base + r][base + c], in registers (zero above c: the sums add
+    // exact zeros before k = c, so they match the substitution from k = c).
     const int base = 16 * (tid >> 4), c = tid & 15;
-    float* Tb = Tm + base * kLa + base;
     const float* Ab = Akk + base * kLa + base;
-    Tb[c * kLa + c] = 1.0f;
-    for (int r = c + 1; r < 16; ++r) {
+    float x[16];
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
       float s = 0.0f;
-      for (int k = c; k < r; ++k) s += Ab[r * kLa + k] * Tb[k * kLa + c];
-      Tb[r * kLa + c] = -s;
+#pragma unroll
+      for (int k = 0; k < r; ++k) s += Ab[r * kLa + k] * x[k];
+      x[r] = r < c ? 0.0f : r == c ? 1.0f : -s;
+    }
+    float* Tb = Tm + base * kLa + base;
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      if (r >= c) Tb[r * kLa + c] = x[r];
     }
   }
   __syncthreads();  // Qs free; diagonal blocks ready
@@ -271,21 +333,31 @@ __global__ void __launch_bounds__(kThreads, 2)
       *reinterpret_cast<float4*>(QV + i * lv + c) = make_float4(bt * vin[u].x, bt * vin[u].y, bt * vin[u].z, bt * vin[u].w);
     }
   }
-  // Block rows 1..3 of L^-1: T[r, :w] = -D_r (A[r, :w] T[:w, :w]) with w = 16 r (L T = I by block rows).
+  // Block rows 1..3 of L^-1: T[r, :w] = -D_r (A[r, :w] T[:w, :w]) with w = 16 r (L T = I by block rows), on the
+  // tensor cores (3xBF16, as every product here), a warp per 8-column tile: its tile of R = A[r, :w] T[:w, :w]
+  // (T is lower triangular: k from the tile's own 16-row step) goes through shared memory to become the B
+  // operand of its tile of -D_r R, which only that warp reads.
   for (int br = 1; br < 4; ++br) {
     const int wd = 16 * br;
-    for (int e = tid; e < 16 * wd; e += kThreads) {
-      const int r = e / wd, c = e % wd;
-      float s = 0.0f;
-      for (int k = c; k < wd; ++k) s += Akk[(wd + r) * kLa + k] * Tm[k * kLa + c];
-      R[r * 48 + c] = s;
-    }
-    __syncthreads();
-    for (int e = tid; e < 16 * wd; e += kThreads) {
-      const int r = e / wd, c = e % wd;
-      float s = 0.0f;
-      for (int m = 0; m <= r; ++m) s += Tm[(wd + r) * kLa + wd + m] * R[m * 48 + c];
-      Tm[(wd + r) * kLa + c] = -s;
+    if (warp < wd / 8) {
+      const int n0 = 8 * warp;
+      Acc r;
+      acc_zero(r);
+      for (int k0 = 16 * (warp / 2); k0 < wd; k0 += 16) {
+        const FragA af = load_a([&](int rr, int c) { return row_pair(Akk + (wd + rr) * kLa + k0 + c); });
+        const FragB bf = load_b([&](int kx, int nx) { return column_pair(Tm + (k0 + kx) * kLa + n0 + nx, kLa); });
+        mma3(r, af, bf);
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) R[acc_row(e) * kLr + n0 + acc_col(e)] = r.m[e] + r.c[e];
+      __syncwarp();
+      Acc t;
+      acc_zero(t);
+      const FragA df = load_a([&](int rr, int c) { return row_pair(Tm + (wd + rr) * kLa + wd + c); });
+      const FragB rf = load_b([&](int kx, int nx) { return column_pair(R + kx * kLr + n0 + nx, kLr); });
+      mma3(t, df, rf);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) Tm[(wd + acc_row(e)) * kLa + n0 + acc_col(e)] = -(t.m[e] + t.c[e]);
     }
     __syncthreads();
   }
