@@ -23,9 +23,16 @@ __global__ void conv_prefill_kernel(const uint16_t* conv_w, const float* __restr
     const int t = t0 - (K - 1) + j;  // input time; negative times come from the state
     hist[j] = t >= 0 ? mixed[static_cast<size_t>(t) * channels + c] : state[static_cast<size_t>(t + K - 1) * channels + c];
   }
+  // The thread's inputs loaded all at once first (one load per step in flight waited a round trip per token).
   const int t_end = min(t0 + kConvTokens, tokens);
-  for (int t = t0; t < t_end; ++t) {
-    const float xin = mixed[static_cast<size_t>(t) * channels + c];
+  float xs[kConvTokens];
+#pragma unroll
+  for (int u = 0; u < kConvTokens; ++u) xs[u] = t0 + u < t_end ? mixed[static_cast<size_t>(t0 + u) * channels + c] : 0.0f;
+#pragma unroll
+  for (int u = 0; u < kConvTokens; ++u) {
+    const int t = t0 + u;
+    if (t >= t_end) break;
+    const float xin = xs[u];
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < K - 1; ++j) sum += w[j] * hist[j];
