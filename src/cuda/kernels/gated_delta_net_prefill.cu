@@ -21,12 +21,12 @@ using namespace split_bf16_mma;
 constexpr int kC = 64;           // chunk length
 constexpr int kMaxDim = 128;     // key_dim, value_dim
 
-// f(i, c) for every i < rows, c < cols, over kBlockThreads threads (`thread` < kBlockThreads: the block's, or
-// those of some of its warps) in the order of the flat index e = thread + k * kBlockThreads (i = e / cols, c = e % cols): the divisions once, then steps (cols is a runtime
+// f(i, c) for every i < rows, c < cols, over the block's kBlockThreads threads in the order of the flat index
+// e = tid + k * kBlockThreads (i = e / cols, c = e % cols): the divisions once, then steps (cols is a runtime
 // value, and a division per element cost more than the copies it indexes).
 template <int kBlockThreads, typename F>
-__device__ __forceinline__ void for_each_in_block(int rows, int cols, F f, int thread = threadIdx.x) {
-  int i = thread / cols, c = thread % cols;
+__device__ __forceinline__ void for_each_in_block(int rows, int cols, F f) {
+  int i = threadIdx.x / cols, c = threadIdx.x % cols;
   const int di = kBlockThreads / cols, dc = kBlockThreads % cols;
   while (i < rows) {
     f(i, c);
@@ -72,7 +72,7 @@ __host__ __device__ __forceinline__ size_t u_offset(int i, int c, int dv) {
 
 // ---- chunk preparation (state independent), one block per (chunk, head) ------------------------------------
 
-constexpr int kThreads = 256;  // prep and output kernels: 8 warps
+constexpr int kThreads = 256;  // the prep kernel: 8 warps
 constexpr int kLa = kC + 8;    // stride of the 64x64 matrices in shared memory (row pairs: 8 mod 32)
 constexpr int kLr = 48 + 4;    // stride of R [16][48], read as column pairs (4 mod 8)
 

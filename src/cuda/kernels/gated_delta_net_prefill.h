@@ -18,9 +18,10 @@
 //   workspace: gdn_prefill_workspace_bytes(shape, tokens) bytes (~ tokens * value_heads * (4 * 128 + 64 + 2 * 128)
 //   * 4 bytes at dims 128: 654 MB at 4096 tokens, 48 heads), 16-byte aligned. No allocation, no host synchronisation.
 //   Kernels: per (chunk, head) the state-independent parts (L^-1 by blocked forward substitution, U, W,
-//   Q e^gamma, K e^(gamma_C - gamma), (Q K^T) * Gamma) in parallel; then per (head, 16-, 32- or 64-column slice
-//   of the state) the sequential pass over chunks (V' = U - W S and the state update only, saving the state each
-//   chunk starts from); then per (chunk, head) O from the saved states and V', and the gated norm. The matrix
+//   Q e^gamma, K e^(gamma_C - gamma), (Q K^T) * Gamma) in parallel; then per (head, 64-column slice of the
+//   state) the sequential pass over chunks (V' = U - W S and the state update only, saving the state each chunk
+//   starts from); then per (64-column slice, chunk, head) O from the saved states and V', the slices of a
+//   (chunk, head) one cluster for the gated norm's row sums. The matrix
 //   products run on tensor cores as 3xBF16 (each operand as two bf16 terms, ~2^-17 per product, fp32
 //   accumulation).
 #pragma once

@@ -1,0 +1,6 @@
+export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+v=both; timeout 200 build/exp/imp_gpu_tests_$v --gtest_filter='*GatedDeltaNet*:*Golden*' > $OUT/tests_$v.txt 2>&1; echo "tests $v rc=$?"; grep -E "^\[  (PASSED|FAILED)|FAILED" $OUT/tests_$v.txt | head -5; grep "gdn prefill" $OUT/tests_$v.txt | awk '{for(i=1;i<=NF;i++){if($i=="y")y=$(i+1); if($i=="state")s=$(i+1)}; if(y>my)my=y; if(s>ms)ms=s} END{print "max y",my,"max state",ms}'; grep golden-cuda $OUT/tests_$v.txt | cut -c1-140
+timeout 200 compute-sanitizer --tool racecheck --error-exitcode 3 build/exp/imp_gpu_tests_both --gtest_filter='GpuGatedDeltaNetPrefill.*' > $OUT/racecheck_both.txt 2>&1; echo "racecheck rc=$?"; tail -1 $OUT/racecheck_both.txt
+timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 build/exp/imp_gpu_tests_both --gtest_filter='GpuGatedDeltaNet*' > $OUT/memcheck_both.txt 2>&1; echo "memcheck rc=$?"; tail -1 $OUT/memcheck_both.txt
+for p in base3 o2; do ./build/exp/gdn_probe_$p > $OUT/probe_$p.txt 2>&1; echo "== $p: $(head -1 $OUT/probe_$p.txt)"; done
+VARIANTS="base3 o2 cv both" TL_VARIANTS="base3 both" TL_PATTERN='^(chunk_|conv_|steps)' bash bench/tools/variants_visit.sh
