@@ -72,11 +72,12 @@ float* raw_inject_logits(const model::ModelConfig& c, int32_t T, PrefillWorkspac
 }
 
 // Hyper-connection read of T rows (cpu::hyper_connection_read) from the split terms of its grouped norm N (in
-// ws.gemm_scratch): x [T, d], inject [T, S] when present. `injects_ready`: the raw inject logits are already in
-// raw_inject_logits (launch_hc_write_norm_split sums them).
+// ws.gemm_scratch): x's split terms (x_terms), inject [T, S] when present, and x [T, d] in fp32 only where
+// `fp32_x` (the BF16-slot expert kernels and the one-row logits GEMV read it; every GEMM reads the terms).
+// `injects_ready`: the raw inject logits are already in raw_inject_logits (launch_hc_write_norm_split sums them).
 void hyper_connection_read_normed(const model::ModelConfig& c, const HyperConnectionDevice& hc,
-                                  const SplitActivations& normed, bool injects_ready, int32_t T, PrefillWorkspace& ws,
-                                  cudaStream_t stream) {
+                                  const SplitActivations& normed, bool injects_ready, bool fp32_x, int32_t T,
+                                  PrefillWorkspace& ws, cudaStream_t stream) {
   const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count);
   const int32_t rank = static_cast<int32_t>(c.hc_lowrank);
   // down [T, rank] into ws.mix and, unless ready, inject [T, S] after it, as two GEMMs (the stacked width rank + S
@@ -90,7 +91,7 @@ void hyper_connection_read_normed(const model::ModelConfig& c, const HyperConnec
   // those terms go to ws.normed (free: N's split terms, which the mix still reads, fill the GEMM scratch).
   const uint16_t* low_terms = launch_split_bf16_rows(ws.low.data(), T, rank, ws.normed.data(), stream);
   gemm_bf16_rows(low_terms, hc.up.data, T, hc.up.rows, hc.up.cols, ws.mix.data(), false, stream);
-  launch_hc_mix(ws.mix.data(), normed, S, d, ws.x.data(), ws.x_terms.data(), stream);
+  launch_hc_mix(ws.mix.data(), normed, S, d, fp32_x ? ws.x.data() : nullptr, ws.x_terms.data(), stream);
 }
 
 // The split terms of ws.x [T, d], which every hyper-connection read writes next to x (launch_hc_mix).
@@ -101,20 +102,20 @@ SplitActivations x_terms(const model::ModelConfig& c, int32_t T, const PrefillWo
 
 // The whole read of T stream rows: the grouped norm and its split terms, then the rest.
 void hyper_connection_read(const model::ModelConfig& c, const HyperConnectionDevice& hc, const float* stream_rows,
-                           int32_t T, PrefillWorkspace& ws, cudaStream_t stream) {
+                           bool fp32_x, int32_t T, PrefillWorkspace& ws, cudaStream_t stream) {
   const int32_t width = static_cast<int32_t>(c.stream_width()), d = static_cast<int32_t>(c.hidden_size);
   launch_rms_norm(stream_rows, hc.norm.data, T, width, d, static_cast<float>(c.rms_norm_eps), ws.normed.data(), stream);
-  hyper_connection_read_normed(c, hc, split(ws.normed.data(), T, width, ws, stream), false, T, ws, stream);
+  hyper_connection_read_normed(c, hc, split(ws.normed.data(), T, width, ws, stream), false, fp32_x, T, ws, stream);
 }
 
 // The write of a block's output ws.y into the streams followed by the next read (with `next`'s norm): fused into
 // one pass over the streams for the norm, its split terms and the inject logits where the shape allows (d % 4 == 0).
-void hyper_connection_write_read(const model::ModelConfig& c, const HyperConnectionDevice& next, int32_t T,
-                                 PrefillWorkspace& ws, cudaStream_t stream) {
+void hyper_connection_write_read(const model::ModelConfig& c, const HyperConnectionDevice& next, bool fp32_x,
+                                 int32_t T, PrefillWorkspace& ws, cudaStream_t stream) {
   const int32_t d = static_cast<int32_t>(c.hidden_size), S = static_cast<int32_t>(c.hc_count);
   if (d % 4 != 0) {
     launch_hc_write(ws.y.data(), ws.inject.data(), T, S, d, ws.stream.data(), stream);
-    hyper_connection_read(c, next, ws.stream.data(), T, ws, stream);
+    hyper_connection_read(c, next, ws.stream.data(), fp32_x, T, ws, stream);
     return;
   }
   const uint16_t* inject_weight =
@@ -122,7 +123,7 @@ void hyper_connection_write_read(const model::ModelConfig& c, const HyperConnect
   const SplitActivations normed = launch_hc_write_norm_split(
       ws.y.data(), ws.inject.data(), T, S, d, ws.stream.data(), next.norm.data, static_cast<float>(c.rms_norm_eps),
       inject_weight, raw_inject_logits(c, T, ws), ws.gemm_scratch.data(), stream);
-  hyper_connection_read_normed(c, next, normed, true, T, ws, stream);
+  hyper_connection_read_normed(c, next, normed, true, fp32_x, T, ws, stream);
 }
 
 void ple_block(const model::ModelConfig& c, const PleDevice& p, LayerStateDevice& state, PrefillWorkspace& ws,
@@ -402,6 +403,7 @@ void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateD
   // A block's write into the streams and the next read meet in one kernel (hyper_connection_write_read), except
   // where PLE changes the streams in between or no read follows.
   bool read_done = false;  // the token mixer's read already happened with the previous layer's write
+  const bool bf16_slots = model.slot_layout().format != model::SlotFormat::kNvfp4;  // their kernels read fp32 x
   for (int layer = 0; layer < c.num_hidden_layers; ++layer) {
     const LayerDevice& ld = model.layers()[sz(layer)];
     LayerStateDevice& state = sequence.layers[sz(layer)];
@@ -410,7 +412,7 @@ void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateD
     if (ld.ple) ple_block(c, *ld.ple, state, ws, T, stream);
 
     // Token mixer: Gated DeltaNet or gated attention, read from and written back to the streams.
-    if (!read_done) hyper_connection_read(c, ld.attn_hc, ws.stream.data(), T, ws, stream);
+    if (!read_done) hyper_connection_read(c, ld.attn_hc, ws.stream.data(), false, T, ws, stream);
     if (ld.gdn) {
       gated_delta_net(c, *ld.gdn, state, ws, T, stream);
     } else {
@@ -418,12 +420,12 @@ void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateD
     }
 
     // Channel mixer: sparse MoE with the shared expert.
-    hyper_connection_write_read(c, ld.mlp_hc, T, ws, stream);
+    hyper_connection_write_read(c, ld.mlp_hc, bf16_slots, T, ws, stream);
     moe_block(c, model, ld.moe, ws, T, stream);
     const LayerDevice* next = layer + 1 < c.num_hidden_layers ? &model.layers()[sz(layer + 1)] : nullptr;
     read_done = next != nullptr && !next->ple;
     if (read_done) {
-      hyper_connection_write_read(c, next->attn_hc, T, ws, stream);
+      hyper_connection_write_read(c, next->attn_hc, false, T, ws, stream);
     } else {
       launch_hc_write(ws.y.data(), ws.inject.data(), T, S, d, ws.stream.data(), stream);
     }
@@ -433,7 +435,8 @@ void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateD
 void enqueue_prefill_logits(const DeviceModel& model, PrefillWorkspace& ws, int32_t first, int32_t rows, float* logits,
                             cudaStream_t stream) {
   const model::ModelConfig& c = model.config();
-  hyper_connection_read(c, model.mixer(), ws.stream.data() + sz(first) * sz(c.stream_width()), rows, ws, stream);
+  hyper_connection_read(c, model.mixer(), ws.stream.data() + sz(first) * sz(c.stream_width()), rows == 1, rows, ws,
+                        stream);
   const DenseWeight& head = model.lm_head();
   if (rows == 1) {
     launch_gemv_bf16(head.data, ws.x.data(), 1, head.rows, head.cols, logits, stream);

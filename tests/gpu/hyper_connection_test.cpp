@@ -101,7 +101,7 @@ TEST(GpuHyperConnection, ReadAndWriteMatchCpuWithThreeStreams) { run_case(3, 64,
 // launch_hc_mix on both of its paths: four outputs per thread (d % 4 == 0, aligned) and one (d = 66), against
 // the formula in float with N = hi + lo from the same bf16 terms. Tolerance 1e-6 of the scale: expf on the device
 // and std::exp on the host may differ by an ulp or two, nothing else differs. x's split terms bit for bit
-// launch_split_bf16 of the x it wrote.
+// launch_split_bf16 of the x it wrote, with and without x.
 void check_mix(int streams, int d, int rows) {
   std::normal_distribution<float> dist(0.0f, 2.0f);
   std::vector<float> mix(static_cast<size_t>(rows) * streams * d), normed(mix.size());
@@ -135,6 +135,11 @@ void check_mix(int streams, int d, int rows) {
   EXPECT_EQ(got.lo - got.hi, expect.lo - expect.hi);
   EXPECT_EQ(got.rows, rows);
   EXPECT_EQ(got.k, d);
+  // Without fp32 x (prefill's reads before GEMMs only): the same terms.
+  DeviceBuffer<float> terms_only(want.size());
+  launch_hc_mix(d_mix.data(), split, streams, d, nullptr, terms_only.data(), nullptr);
+  IMP_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_TRUE(terms_only.download() == want_terms.download()) << "x terms without x, d " << d;
 }
 TEST(GpuHyperConnection, MixMatchesTheFormulaOnBothPaths) {
   check_mix(4, 2560, 3);  // 16-byte path

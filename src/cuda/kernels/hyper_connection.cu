@@ -73,7 +73,7 @@ __global__ void hc_mix_kernel(const float* mix, const uint16_t* normed_hi, const
 #pragma unroll
   for (int v = 0; v < kVec; ++v) of[v] = sum[v] * (1.0f / static_cast<float>(streams));
   const size_t at = static_cast<size_t>(row) * d + j;
-  *reinterpret_cast<V*>(x + at) = out;
+  if (x != nullptr) *reinterpret_cast<V*>(x + at) = out;
   if constexpr (kVec == 4) {
     prefill::split_bf16x4(out, *reinterpret_cast<uint2*>(x_hi + at), *reinterpret_cast<uint2*>(x_lo + at));
   } else {

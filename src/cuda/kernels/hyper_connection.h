@@ -21,7 +21,8 @@ void launch_hc_activations(const float* raw_low, const float* raw_inject, int32_
 // x [rows, d] = mean over the S streams of sigmoid(mix) * N; mix fp32 [rows, S*d], N [rows, S*d] as the two bf16
 // terms of launch_split_bf16 (N = hi + lo to ~2^-17 relative: the terms the down projection reads, so prefill keeps
 // no fp32 copy of N). Also x's own split terms (as launch_split_bf16 would make them) into x_scratch (rows * d
-// floats), returned: the input of the GEMMs after the read.
+// floats), returned: the input of the GEMMs after the read. x may be null when only the terms are read (prefill's
+// GEMMs): 4 of the kernel's 40 bytes per output not written.
 SplitActivations launch_hc_mix(const float* mix, const SplitActivations& normed, int32_t streams, int32_t d, float* x,
                                float* x_scratch, cudaStream_t stream);
 // Decode (one row), the whole read in two kernels instead of six:
