@@ -666,6 +666,20 @@ __device__ __forceinline__ float load_cluster_float(const float* local, int rank
   return v;
 }
 
+// m += A B and c += the correction terms (3xBF16) over kSteps k16 steps of a 64-row A image and a 64-row B image
+// (hi and lo halves at the given shared-memory addresses), issued without waiting.
+template <int kSteps>
+__device__ __forceinline__ void product3_ss(float (&m)[kSlice / 2], float (&c)[kSlice / 2], uint32_t a_hi,
+                                            uint32_t a_lo, uint32_t b_hi, uint32_t b_lo) {
+#pragma unroll
+  for (int kk = 0; kk < kSteps; ++kk) {
+    const uint32_t a = kk * 32 * kC, b = kk * 32 * kSlice;
+    wgmma::wgmma_ss<kSlice>(m, kmajor_descriptor(a_hi + a), kmajor_descriptor(b_hi + b));
+    wgmma::wgmma_ss<kSlice>(c, kmajor_descriptor(a_hi + a), kmajor_descriptor(b_lo + b));
+    wgmma::wgmma_ss<kSlice>(c, kmajor_descriptor(a_lo + a), kmajor_descriptor(b_hi + b));
+  }
+}
+
 template <int DK>
 __global__ void __launch_bounds__(kOutThreads, 2)
     chunk_out_kernel(GatedDeltaNetShape shape, const uint16_t* __restrict__ norm_w, const float* __restrict__ z,
@@ -708,20 +722,8 @@ __global__ void __launch_bounds__(kOutThreads, 2)
     const uint32_t qg_hi = smem_addr(qg), qg_lo = qg_hi + kQgBytes / 2, aqk_hi = smem_addr(aqk), aqk_lo = aqk_hi + kAqkBytes / 2;
     const uint32_t s_hi = smem_addr(s_image), s_lo = s_hi + kSBytes / 2, v_hi = smem_addr(v_image), v_lo = v_hi + kVBytes / 2;
     wgmma::wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < DK / 16; ++kk) {
-      const uint32_t a = kk * 32 * kC, b = kk * 32 * kSlice;
-      wgmma::wgmma_ss<kSlice>(m, kmajor_descriptor(qg_hi + a), kmajor_descriptor(s_hi + b));
-      wgmma::wgmma_ss<kSlice>(c, kmajor_descriptor(qg_hi + a), kmajor_descriptor(s_lo + b));
-      wgmma::wgmma_ss<kSlice>(c, kmajor_descriptor(qg_lo + a), kmajor_descriptor(s_hi + b));
-    }
-#pragma unroll
-    for (int kk = 0; kk < kC / 16; ++kk) {
-      const uint32_t a = kk * 32 * kC, b = kk * 32 * kSlice;
-      wgmma::wgmma_ss<kSlice>(m, kmajor_descriptor(aqk_hi + a), kmajor_descriptor(v_hi + b));
-      wgmma::wgmma_ss<kSlice>(c, kmajor_descriptor(aqk_hi + a), kmajor_descriptor(v_lo + b));
-      wgmma::wgmma_ss<kSlice>(c, kmajor_descriptor(aqk_lo + a), kmajor_descriptor(v_hi + b));
-    }
+    product3_ss<DK / 16>(m, c, qg_hi, qg_lo, s_hi, s_lo);
+    product3_ss<kC / 16>(m, c, aqk_hi, aqk_lo, v_hi, v_lo);
     wgmma::wgmma_commit();
   }
   // The gate values and norm weights of the thread's elements, loaded while the products run.
