@@ -10,7 +10,8 @@
 //   4 -> 5  barrier, chunk + 2's bulk copies issued
 // (until session 28 the mma.sync scan's phases: snapshot stores and waiting for W, U; V'; waiting for Kp; S update;
 // issuing Kp: bench/results/2026-12-01_session28_ab.txt has both)
-// and the whole step (0 -> the next chunk's 0); and the three kernels' time together from events. Then the prep
+// and the whole step (0 -> the next chunk's 0); and the three kernels' time together from events, launched plainly
+// and inside a PdlScope as prefill launches them (where a kernel may start before its predecessor ends). Then the prep
 // kernel's phases per block (thread 0's clock after each of its barriers, g_prep_phase).
 // Build (links the library for the fills; the probe's own copy of the GDN kernels replaces the archive's):
 //   nvcc -O3 -std=c++20 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -Isrc \
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "cuda/kernels/random_fill.h"
+#include "cuda/launch.h"
 #include "cuda/memory/device_buffer.h"
 #include "probe_graph.cuh"
 
@@ -76,6 +78,25 @@ int main() {
     cudaEventElapsedTime(&ms, start, stop);
   }
   std::printf("chunked prefill (prep + scan + out), 4096 tokens: %.1f us\n", ms * 1000.0f);
+  {
+    // As prefill launches them (inside a PdlScope: the kernels that go through launch_kernel may start while the
+    // previous one runs), median of 5 after one warm-up; the stamps below are from the last of these runs.
+    const PdlScope pdl;
+    std::vector<double> times;
+    for (int run = 0; run < 6; ++run) {
+      cudaEventRecord(start);
+      launch_gdn_chunked_prefill(shape, w, conv_out.data(), z.data(), b.data(), a.data(), recurrent.data(), T,
+                                 workspace.data(), ws_bytes, out_hi.data(), out_lo.data(), nullptr);
+      cudaEventRecord(stop);
+      if (cudaEventSynchronize(stop) != cudaSuccess || cudaGetLastError() != cudaSuccess) {
+        std::fprintf(stderr, "gdn_scan_phase_probe: the prefill failed inside a PdlScope\n");
+        return 1;
+      }
+      cudaEventElapsedTime(&ms, start, stop);
+      if (run > 0) times.push_back(ms * 1000.0);
+    }
+    std::printf("the same inside a PdlScope (as prefill launches it), median of 5: %.1f us\n", percentile(times, 0.5));
+  }
 
   static long long stamps[256][128][6];
   cudaMemcpyFromSymbol(stamps, g_scan_phase, sizeof(stamps));
