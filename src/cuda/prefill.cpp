@@ -412,7 +412,7 @@ void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateD
     if (ld.ple) ple_block(c, *ld.ple, state, ws, T, stream);
 
     // Token mixer: Gated DeltaNet or gated attention, read from and written back to the streams.
-    if (!read_done) hyper_connection_read(c, ld.attn_hc, ws.stream.data(), false, T, ws, stream);
+    if (!read_done) hyper_connection_read(c, ld.attn_hc, ws.stream.data(), /*fp32_x=*/false, T, ws, stream);
     if (ld.gdn) {
       gated_delta_net(c, *ld.gdn, state, ws, T, stream);
     } else {
@@ -420,12 +420,12 @@ void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateD
     }
 
     // Channel mixer: sparse MoE with the shared expert.
-    hyper_connection_write_read(c, ld.mlp_hc, bf16_slots, T, ws, stream);
+    hyper_connection_write_read(c, ld.mlp_hc, /*fp32_x=*/bf16_slots, T, ws, stream);
     moe_block(c, model, ld.moe, ws, T, stream);
     const LayerDevice* next = layer + 1 < c.num_hidden_layers ? &model.layers()[sz(layer + 1)] : nullptr;
     read_done = next != nullptr && !next->ple;
     if (read_done) {
-      hyper_connection_write_read(c, next->attn_hc, false, T, ws, stream);
+      hyper_connection_write_read(c, next->attn_hc, /*fp32_x=*/false, T, ws, stream);
     } else {
       launch_hc_write(ws.y.data(), ws.inject.data(), T, S, d, ws.stream.data(), stream);
     }
@@ -435,8 +435,8 @@ void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateD
 void enqueue_prefill_logits(const DeviceModel& model, PrefillWorkspace& ws, int32_t first, int32_t rows, float* logits,
                             cudaStream_t stream) {
   const model::ModelConfig& c = model.config();
-  hyper_connection_read(c, model.mixer(), ws.stream.data() + sz(first) * sz(c.stream_width()), rows == 1, rows, ws,
-                        stream);
+  hyper_connection_read(c, model.mixer(), ws.stream.data() + sz(first) * sz(c.stream_width()),
+                        /*fp32_x=*/rows == 1, rows, ws, stream);
   const DenseWeight& head = model.lm_head();
   if (rows == 1) {
     launch_gemv_bf16(head.data, ws.x.data(), 1, head.rows, head.cols, logits, stream);
