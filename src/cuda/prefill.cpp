@@ -87,11 +87,18 @@ void hyper_connection_read_normed(const model::ModelConfig& c, const HyperConnec
   gemm_rows(hc.down_inject, 0, rank, normed, ws.mix.data(), stream);
   if (!injects_ready) gemm_rows(hc.down_inject, rank, injects, normed, raw_inject, stream);
   launch_hc_activations(ws.mix.data(), raw_inject, T, rank, injects, S, ws.low.data(), ws.inject.data(), stream);
-  // The up projection as one GEMM of [hi | lo] rows against the repeated weight rows (HyperConnectionDevice::up);
-  // those terms go to ws.normed (free: N's split terms, which the mix still reads, fill the GEMM scratch).
+  // The up projection over [hi | lo] rows (into ws.normed: free, N's split terms fill the GEMM scratch), with the
+  // mix in one kernel where the shape allows; otherwise one GEMM against the repeated weight rows
+  // (HyperConnectionDevice::up) and the mix.
   const uint16_t* low_terms = launch_split_bf16_rows(ws.low.data(), T, rank, ws.normed.data(), stream);
+  float* x = fp32_x ? ws.x.data() : nullptr;
+  if (hc_up_mix_fits(S, d, rank)) {
+    launch_hc_up_mix(low_terms, hc.up.data, static_cast<int32_t>(hc.up.cols), rank, normed, S, d, x, ws.x_terms.data(),
+                     stream);
+    return;
+  }
   gemm_bf16_rows(low_terms, hc.up.data, T, hc.up.rows, hc.up.cols, ws.mix.data(), false, stream);
-  launch_hc_mix(ws.mix.data(), normed, S, d, fp32_x ? ws.x.data() : nullptr, ws.x_terms.data(), stream);
+  launch_hc_mix(ws.mix.data(), normed, S, d, x, ws.x_terms.data(), stream);
 }
 
 // The split terms of ws.x [T, d], which every hyper-connection read writes next to x (launch_hc_mix).

@@ -46,20 +46,25 @@ CUtensorMap strip_tensor_map(const uint8_t* pool, int32_t num_slots, uint64_t sl
   return map;
 }
 
-CUtensorMap kv_tensor_map(const void* cache, uint64_t rows, uint32_t width, uint32_t box_rows) {
+CUtensorMap bf16_rows_tensor_map(const void* data, uint64_t rows, uint32_t width, uint32_t stride, uint32_t box_rows,
+                                 const char* what) {
   const cuuint64_t dims[2] = {width, rows};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(width) * 2};  // bytes, of dim 1
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(stride) * 2};  // bytes, of dim 1
   const cuuint32_t box[2] = {64, box_rows};
   const cuuint32_t element_strides[2] = {1, 1};
   CUtensorMap map;
-  const CUresult status = encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(cache), dims, strides, box,
+  const CUresult status = encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(data), dims, strides, box,
                                     element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (status != CUDA_SUCCESS) {
-    throw Error("cuTensorMapEncodeTiled refused the KV cache map (error " + std::to_string(static_cast<int>(status)) +
-                "): the pool must be 16-byte aligned with rows of a multiple of 8 bf16");
+    throw Error("cuTensorMapEncodeTiled refused the " + std::string(what) + " map (error " +
+                std::to_string(static_cast<int>(status)) + "): it must be 16-byte aligned with rows a multiple of 8 bf16 apart");
   }
   return map;
+}
+
+CUtensorMap kv_tensor_map(const void* cache, uint64_t rows, uint32_t width, uint32_t box_rows) {
+  return bf16_rows_tensor_map(cache, rows, width, width, box_rows, "KV cache");
 }
 
 }  // namespace imp::cuda

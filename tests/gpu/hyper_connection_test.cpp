@@ -11,6 +11,7 @@
 
 #include "core/dtype.h"
 #include "cpu/blocks.h"
+#include "cuda/blas.h"
 #include "cuda/kernels/dense.h"
 #include "cuda/kernels/gemm_bf16_split.h"
 #include "cuda/kernels/hyper_connection.h"
@@ -144,6 +145,83 @@ void check_mix(int streams, int d, int rows) {
 TEST(GpuHyperConnection, MixMatchesTheFormulaOnBothPaths) {
   check_mix(4, 2560, 3);  // 16-byte path
   check_mix(3, 66, 5);    // one output per thread
+}
+
+// The prefill's up projection + mix in one kernel (launch_hc_up_mix) against the formula in double from the same
+// bf16 terms (m = sum_k (hi + lo)_k W_k, x = mean_s sigmoid(m_s) N_s), and against the GEMM + launch_hc_mix pair it
+// replaces. Tolerance 1e-5 of the scale: fp32 sums of 2 rank products in the tensor cores' order against double.
+// x's split terms bit for bit launch_split_bf16 of the x it wrote, with and without x. `repeated`: up rows stored
+// twice ([W | W], as the engine keeps them) or once.
+void check_up_mix(int d, int rank, int rows, bool repeated) {
+  constexpr int streams = 4;
+  const int width = streams * d, stride = repeated ? 2 * rank : rank;
+  ASSERT_TRUE(hc_up_mix_fits(streams, d, rank));
+  Bf16Weight up({width, rank}, 0.05f);
+  std::vector<uint16_t> up_rows;
+  for (int i = 0; i < width; ++i) {
+    for (int half = 0; half < (repeated ? 2 : 1); ++half) {
+      up_rows.insert(up_rows.end(), up.bits.begin() + static_cast<ptrdiff_t>(i) * rank,
+                     up.bits.begin() + static_cast<ptrdiff_t>(i + 1) * rank);
+    }
+  }
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  std::vector<float> low(static_cast<size_t>(rows) * rank), normed(static_cast<size_t>(rows) * width);
+  for (float& v : low) v = 0.5f * dist(rng());
+  std::vector<uint16_t> terms(2 * normed.size());  // [hi | lo], as launch_split_bf16 lays them out
+  for (size_t i = 0; i < normed.size(); ++i) {
+    const float v = dist(rng());
+    terms[i] = f32_to_bf16(v);
+    terms[normed.size() + i] = f32_to_bf16(v - bf16_to_f32(terms[i]));
+    normed[i] = bf16_to_f32(terms[i]) + bf16_to_f32(terms[normed.size() + i]);
+  }
+  DeviceBuffer<float> d_low(low), low_scratch(low.size()), d_mix(normed.size()), d_x(static_cast<size_t>(rows) * d),
+      want_x(static_cast<size_t>(rows) * d), d_x_terms(d_x.size()), want_terms(d_x.size()), terms_only(d_x.size());
+  DeviceBuffer<uint16_t> d_terms(terms), d_up(up_rows);
+  const uint16_t* low_terms = launch_split_bf16_rows(d_low.data(), rows, rank, low_scratch.data(), nullptr);
+  const SplitActivations split{d_terms.data(), d_terms.data() + normed.size(), rows, width};
+  const SplitActivations got =
+      launch_hc_up_mix(low_terms, d_up.data(), stride, rank, split, streams, d, d_x.data(), d_x_terms.data(), nullptr);
+  std::vector<uint16_t> lt(2 * low.size());
+  IMP_CUDA_CHECK(cudaMemcpy(lt.data(), low_terms, lt.size() * sizeof(uint16_t), cudaMemcpyDeviceToHost));
+  std::vector<float> want(static_cast<size_t>(rows) * d, 0.0f);
+  for (int r = 0; r < rows; ++r) {
+    for (int j = 0; j < d; ++j) {
+      float sum = 0.0f;
+      for (int s = 0; s < streams; ++s) {
+        const size_t n = static_cast<size_t>(s) * d + j;
+        double m = 0.0;
+        for (int k = 0; k < rank; ++k) {
+          const size_t at = static_cast<size_t>(r) * 2 * rank + k;
+          m += (static_cast<double>(bf16_to_f32(lt[at])) + bf16_to_f32(lt[at + rank])) *
+               bf16_to_f32(up.bits[n * rank + k]);
+        }
+        sum += 1.0f / (1.0f + std::exp(-static_cast<float>(m))) * normed[static_cast<size_t>(r) * width + n];
+      }
+      want[static_cast<size_t>(r) * d + j] = sum * (1.0f / streams);
+    }
+  }
+  const std::string shape = "d " + std::to_string(d) + " rank " + std::to_string(rank) + " rows " + std::to_string(rows);
+  EXPECT_LE(max_rel_diff(d_x.download(), want), 1e-5) << shape;
+  EXPECT_EQ(got.rows, rows);
+  EXPECT_EQ(got.k, d);
+  launch_split_bf16(d_x.data(), rows, d, want_terms.data(), nullptr);
+  IMP_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_TRUE(d_x_terms.download() == want_terms.download()) << shape << ": x terms";
+  launch_hc_up_mix(low_terms, d_up.data(), stride, rank, split, streams, d, nullptr, terms_only.data(), nullptr);
+  IMP_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_TRUE(terms_only.download() == want_terms.download()) << shape << ": x terms without x";
+  // The pair it replaces: the GEMM of [hi | lo] against [W | W] rows, then the mix.
+  if (!repeated) return;
+  gemm_bf16_rows(low_terms, d_up.data(), rows, width, 2 * rank, d_mix.data(), false, nullptr);
+  launch_hc_mix(d_mix.data(), split, streams, d, want_x.data(), want_terms.data(), nullptr);
+  EXPECT_LE(max_rel_diff(d_x.download(), want_x.download()), 1e-5) << shape << ": against GEMM + mix";
+}
+
+TEST(GpuHyperConnection, UpMixMatchesTheFormulaAndTheGemmWithMix) {
+  check_up_mix(2560, 320, 520, true);  // released: 3 blocks per 64 columns, 9 tiles of 64 tokens, the last partial
+  check_up_mix(128, 64, 300, false);   // one k box, one tile per block, up rows stored once
+  check_up_mix(256, 80, 64, true);     // a single tile; two k boxes, the second mostly past rank (zeros)
+  check_up_mix(64, 16, 37, true);      // the fixtures' shape (S 4, d 64, rank 16): one partial tile
 }
 
 // The prefill's fused write + norm + split (launch_hc_write_norm_split; both of its kernels: the row in registers

@@ -274,14 +274,10 @@ static_assert(setmaxnreg_balances(launch_register_cap(kWgThreads, 1), 2, kWgCons
 
 // K and V tiles as the tensor copies leave them: four 8 KB quarters (inputs 64 q .. 64 q + 63), each [64 keys]
 // [128 bytes] with the 128-byte swizzle (16-byte chunk i of row r at chunk i ^ (r % 8)), 1024-byte aligned.
-// Descriptors (layout type 1 = 128-byte swizzle): K as the K-major B of S, one k16 step 32 bytes into its quarter's
+// Descriptors (swizzled_descriptor, wgmma_layout.cuh): K as the K-major B of S, one k16 step 32 bytes into its quarter's
 // rows, 8-row groups 1024 bytes apart (SBO; LBO unused); V as the MN-major B of P V, 64 d of a quarter in each
 // 128-byte row, 8-key groups 1024 bytes apart (SBO), quarters 8 KB apart (LBO).
 constexpr int kQuarterBytes = kKeys * 128;
-__device__ __forceinline__ uint64_t swizzled_descriptor(uint32_t address, uint32_t lbo) {
-  return ((address >> 4) & 0x3fff) | (static_cast<uint64_t>(lbo >> 4) << 16) | (uint64_t{1024 >> 4} << 32) |
-         (uint64_t{1} << 62);
-}
 // The OR of `p` over the producer warpgroup's 128 threads (named barrier 3).
 __device__ __forceinline__ bool producer_any(bool p) {
   uint32_t r;

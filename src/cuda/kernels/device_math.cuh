@@ -140,6 +140,12 @@ __device__ __forceinline__ void tensor_copy_2d(void* dst, const void* map, int c
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(shared_address(bar))
       : "memory");
 }
+// The same box brought into L2 only (no shared memory, no barrier): data a later plain load will read.
+__device__ __forceinline__ void tensor_prefetch_2d(const void* map, int c0, int c1) {
+  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];\n" ::"l"(reinterpret_cast<uint64_t>(map)),
+               "r"(c0), "r"(c1)
+               : "memory");
+}
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 __device__ __forceinline__ float warp_sum(float v) {
