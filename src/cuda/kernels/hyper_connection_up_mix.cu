@@ -26,7 +26,7 @@ constexpr int kN = kStreams * kCols;       // wgmma m64n256k16
 constexpr int kTileRows = 64;              // tokens per consumer warpgroup tile
 constexpr int kBox = 64;                   // k elements per tensor-copy box: one 128-byte swizzle row
 constexpr int kBoxBytes = kTileRows * 128;  // an A box [64 tokens][64 k], or one stream's [64 rows][64 k] of B
-constexpr int kStages = 4;                 // A boxes in flight per consumer warpgroup
+constexpr int kStages = 8;                 // A boxes in flight, one ring for both consumer warpgroups
 constexpr int kMaxRank = 320;              // B (the up rows of the block's columns) stays resident: 32 KB per box
 constexpr int kThreads = 384;              // two consumer warpgroups and a producer warpgroup
 constexpr int kConsumerRegs = 232, kProducerRegs = 40;
@@ -45,15 +45,15 @@ __device__ __forceinline__ int b_row_column(int u) {
 }
 
 size_t shared_bytes(int rank) {
-  return static_cast<size_t>(k_boxes(rank)) * kStreams * kBoxBytes + 2 * kStages * kBoxBytes + 1024;  // + alignment
+  return static_cast<size_t>(k_boxes(rank)) * kStreams * kBoxBytes + kStages * kBoxBytes + 1024;  // + alignment
 }
 
 // Block b owns x columns [64 (b / per_slice), + 64) and the consumer tiles [first, last) of 64 tokens (its part b %
 // per_slice of them); consumer warpgroup w takes tiles first + w, first + w + 2, ..., and the two take turns at the
 // tensor cores (ping-pong: one's products run while the other's epilogue does). The producer warpgroup copies B
-// once (before the PDL wait: weights), then its warps 0 and 1 each fill one consumer's ring of A boxes (the hi boxes
-// of the low terms, then the lo boxes, each against B's box of the same k; k past rank reads as zeros on both
-// sides) and bring each tile's N terms into L2 for its epilogue as the tile starts.
+// once (before the PDL wait: weights), then its first thread fills one ring of A boxes in the order of the turns
+// (per tile the hi boxes of the low terms, then the lo boxes, each against B's box of the same k; k past rank reads
+// as zeros on both sides) and brings each tile's N terms into L2 for its epilogue as the tile starts.
 // The epilogue: thread (warp, g, c) holds rows 16 warp + g (+ 8) and accumulator columns 8 i + 2 c (+ 1) of the
 // 64 x 256 tile (wgmma_ops.cuh), i.e. x columns 16 q + 4 c + 2 b (+ 1) of stream i / 8 (i % 8 = 2 q + b,
 // b_row_column): all S terms of its x values are its own. x = (1 / S) sum_s sigmoid(m_s) (N_hi + N_lo)_s in stream
@@ -68,19 +68,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* b_tile = smem + (1024 - smem_addr(smem) % 1024) % 1024;  // [rank / 64][S][64 rows][128 bytes], swizzled
   const int kboxes = k_boxes(rank);
-  uint8_t* rings = b_tile + kboxes * kStreams * kBoxBytes;            // [2][kStages][kBoxBytes]
-  __shared__ uint64_t b_full, full[2][kStages], empty[2][kStages];
+  uint8_t* ring = b_tile + kboxes * kStreams * kBoxBytes;             // [kStages][kBoxBytes]
+  __shared__ uint64_t b_full, full[kStages], empty[kStages];
   const int slice = blockIdx.x / per_slice, part = blockIdx.x % per_slice, j0 = slice * kCols;
   const int tiles = (rows + kTileRows - 1) / kTileRows;
   const int first = part * tiles / per_slice, last = (part + 1) * tiles / per_slice;
   const int tid = threadIdx.x;
   if (tid == 0) {
     mbarrier_init(&b_full, 128);  // the producer warpgroup's threads, once their copies of B have landed
-    for (int w = 0; w < 2; ++w) {
-      for (int s = 0; s < kStages; ++s) {
-        mbarrier_init(&full[w][s], 1);   // the ring's producer thread, announcing the box's bytes
-        mbarrier_init(&empty[w][s], 4);  // the consumer warpgroup's warps
-      }
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(&full[s], 1);   // the producer thread, announcing the box's bytes
+      mbarrier_init(&empty[s], 4);  // the warps of the consumer warpgroup whose box it is
     }
   }
   __syncthreads();
@@ -101,20 +99,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_proxy_async();  // the copies (generic proxy) before wgmma's reads (async proxy)
     mbarrier_arrive_if(true, &b_full);
     pdl_wait();  // the low terms and N are earlier kernels' outputs
-    if (pt % 32 != 0 || pt >= 64) return;
-    const int w = pt / 32;
-    uint8_t* ring = rings + w * kStages * kBoxBytes;
+    if (pt != 0) return;
     int stage = 0, round = 0;
-    for (int t = first + w; t < last; t += 2) {
+    for (int t = first; t < last; ++t) {  // tiles alternate between the warpgroups: the order of the turns
       for (int s = 0; s < kStreams; ++s) {
         tensor_prefetch_2d(&n_hi_map, s * d + j0, t * kTileRows);
         tensor_prefetch_2d(&n_lo_map, s * d + j0, t * kTileRows);
       }
       for (int ks = 0; ks < 2 * kboxes; ++ks) {
-        if (round > 0) mbarrier_wait(&empty[w][stage], (round - 1) & 1);
-        mbarrier_arrive_expect_tx(&full[w][stage], kBoxBytes);
+        if (round > 0) mbarrier_wait(&empty[stage], (round - 1) & 1);
+        mbarrier_arrive_expect_tx(&full[stage], kBoxBytes);
         tensor_copy_2d(ring + stage * kBoxBytes, ks < kboxes ? &hi_map : &lo_map, (ks % kboxes) * kBox, t * kTileRows,
-                       &full[w][stage]);
+                       &full[stage]);
         if (++stage == kStages) {
           stage = 0;
           ++round;
@@ -128,15 +124,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int w = tid / 128, warp = (tid % 128) / 32, lane = tid % 32, g = lane >> 2, c = lane & 3;
   pdl_wait();
   mbarrier_wait(&b_full, 0);
-  const uint32_t b_base = smem_addr(b_tile), ring_base = smem_addr(rings + w * kStages * kBoxBytes);
+  const uint32_t b_base = smem_addr(b_tile), ring_base = smem_addr(ring);
   const size_t width = static_cast<size_t>(kStreams) * d;
-  int stage = 0, round = 0;
   // Ping-pong: the warpgroups take turns at the tensor cores, one's products running while the other's epilogue
   // does (named barriers 1 + w: warpgroup w's turn). WG 0's tile n follows WG 1's tile n - 1, WG 1's tile n
   // follows WG 0's tile n; a turn is handed over only to a warpgroup that has that tile.
   const int theirs = (last - first - (1 - w) + 1) / 2;  // the other warpgroup's tiles
   for (int n = 0, t = first + w; t < last; ++n, t += 2) {
     if (w == 1 || n > 0) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + w) : "memory");
+    const int box0 = (t - first) * 2 * kboxes;  // tile t's first box in the ring's order
+    int stage = box0 % kStages, round = box0 / kStages;
     float acc[kN / 2];
 #pragma unroll
     for (int i = 0; i < kN / 2; ++i) acc[i] = 0.0f;
@@ -144,7 +141,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // box's products are issued (wgmma_wait<1>: all but the newest group done).
     int held = -1;
     for (int ks = 0; ks < 2 * kboxes; ++ks) {
-      mbarrier_wait(&full[w][stage], round & 1);
+      mbarrier_wait(&full[stage], round & 1);
       const uint32_t a_base = ring_base + stage * kBoxBytes;
       const uint32_t kb_base = b_base + (ks % kboxes) * kStreams * kBoxBytes;
       wgmma::wgmma_fence();
@@ -154,7 +151,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       wgmma::wgmma_commit();
       wgmma::wgmma_wait<1>();
-      if (held >= 0) mbarrier_arrive_if(lane == 0, &empty[w][held]);
+      if (held >= 0) mbarrier_arrive_if(lane == 0, &empty[held]);
       held = stage;
       if (++stage == kStages) {
         stage = 0;
@@ -162,7 +159,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     }
     wgmma::wgmma_wait<0>();
-    mbarrier_arrive_if(lane == 0, &empty[w][held]);
+    mbarrier_arrive_if(lane == 0, &empty[held]);
     if (w == 0 ? n < theirs : n + 1 < theirs) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - w) : "memory");
 
     // Thread (g, c) holds x columns 16 q + 4 c .. + 3 of rows g, g + 8 (b_row_column): per stream, one 8-byte load
