@@ -34,8 +34,6 @@ static_assert(setmaxnreg_balances(launch_register_cap(kThreads, 1), 2, kConsumer
               "two consumer warpgroups take at most what the producer warpgroup gives back");
 
 __host__ __device__ constexpr int k_boxes(int rank) { return (rank + kBox - 1) / kBox; }
-__device__ __forceinline__ float fast_sigmoid(float x) { return __fdividef(1.0f, 1.0f + __expf(-x)); }
-
 // The x column (of the block's 64) of B's row u within a stream: accumulator column 8 i + 2 c + e (i = 2 q + b)
 // holds column 16 q + 4 c + 2 b + e, so that each thread's columns come in runs of four (8-byte loads of N's terms,
 // 8- and 16-byte stores of x) instead of pairs.
@@ -192,8 +190,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int b = 0; b < 2; ++b) {
             const float* m = acc + 4 * (8 * s + 2 * q + b) + 2 * h;  // accumulator block 8 s + 2 q + b
-            sum[h][q][2 * b] += fast_sigmoid(m[0]) * (bf16_bits_to_float(hw[b] & 0xffffu) + bf16_bits_to_float(lw[b] & 0xffffu));
-            sum[h][q][2 * b + 1] += fast_sigmoid(m[1]) * (bf16_bits_to_float(hw[b] >> 16) + bf16_bits_to_float(lw[b] >> 16));
+            sum[h][q][2 * b] += fast_sigmoidf(m[0]) * (bf16_bits_to_float(hw[b] & 0xffffu) + bf16_bits_to_float(lw[b] & 0xffffu));
+            sum[h][q][2 * b + 1] += fast_sigmoidf(m[1]) * (bf16_bits_to_float(hw[b] >> 16) + bf16_bits_to_float(lw[b] >> 16));
           }
         }
       }
