@@ -23,4 +23,14 @@ void raise_shared_limit_outside_capture(const void* kernel, size_t bytes) {
   IMP_CUDA_CHECK(status);
 }
 
+int sm_count() {
+  static const int sms = [] {
+    int device = 0, count = 0;
+    IMP_CUDA_CHECK(cudaGetDevice(&device));
+    IMP_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
+    return count;
+  }();
+  return sms;
+}
+
 }  // namespace imp::cuda

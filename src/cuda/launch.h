@@ -85,4 +85,7 @@ void raise_shared_limit_outside_capture(void (*kernel)(Params...), size_t bytes)
   raise_shared_limit_outside_capture(reinterpret_cast<const void*>(kernel), bytes);
 }
 
+// The SMs of the process's device (read once): the grid of kernels that size it to fill the GPU.
+int sm_count();
+
 }  // namespace imp::cuda

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "cuda/check.h"
+#include "cuda/launch.h"
 #include "cuda/tensor_map.h"
 #include "cuda/kernels/prefill_common.cuh"
 #include "cuda/kernels/wgmma_layout.cuh"
@@ -378,13 +379,7 @@ __device__ __forceinline__ void run_items(uint8_t* smem, uint64_t* full, uint64_
 // (blocks past the plan's items exit at once).
 template <int kPairs>
 unsigned item_blocks(int64_t max_items) {
-  static const int sms = [] {
-    int device = 0, count = 0;
-    IMP_CUDA_CHECK(cudaGetDevice(&device));
-    IMP_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device));
-    return count;
-  }();
-  return static_cast<unsigned>(std::min<int64_t>(max_items, int64_t{sms} * kBlocksPerSm<kPairs>));
+  return static_cast<unsigned>(std::min<int64_t>(max_items, int64_t{sm_count()} * kBlocksPerSm<kPairs>));
 }
 
 // Gate/up (items: 128 intermediate rows of one tile; warpgroup wg holds rows 64 wg .. 64 wg + 63 of gate and up):
