@@ -5,17 +5,19 @@
 #   fapp:  session30_attention_prefill_pingpong.patch (FA3's ping-pong of the two consumer warpgroups)
 #   gdnfs: session30_gdn_out_fast_sigmoid.patch (the GDN output kernel's gate with fast_sigmoidf)
 #   moefd: session30_moe_swiglu_fast_division.patch (the MoE gate/up epilogue's SiLU division as __fdividef)
+#   sm132: session30_upmix_all_sms.patch (the fused up/mix on every SM: equal runs of (slice, tile) items per block,
+#          B reloaded once where a run crosses into a second slice; 120 -> 132 blocks at the released shape)
 # Each: its GPU tests (all for rows1: it changes the device model's layout), then pp 4096 A/B against main.
 export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 declare -A filter=([rows1]='*' [fapp]='*Attention*:*Golden*:*Prefill*' [gdnfs]='*GatedDeltaNet*:*Golden*'
-                   [moefd]='*MoePrefill*:*Golden*')
-for v in rows1 fapp gdnfs moefd; do
+                   [moefd]='*MoePrefill*:*Golden*' [sm132]='GpuHyperConnection.*:*Golden*')
+for v in rows1 fapp gdnfs moefd sm132; do
   timeout 240 build/exp/imp_gpu_tests_$v --gtest_filter="${filter[$v]}" > $OUT/tests_$v.txt 2>&1; echo "$v tests rc=$?"
   grep -E "^\[  (PASSED|FAILED)|FAILED|golden-cuda" $OUT/tests_$v.txt | head -12
 done
 timeout 120 compute-sanitizer --tool racecheck --error-exitcode 3 build/exp/imp_gpu_tests_fapp --gtest_filter='*AttentionPrefill*' > $OUT/racecheck_fapp.txt 2>&1; echo "racecheck fapp rc=$?"; tail -1 $OUT/racecheck_fapp.txt
 cfg=bench/configs/qwen3.8-flash-next.json
-for order in "main rows1 fapp gdnfs moefd" "moefd gdnfs fapp rows1 main"; do for v in $order; do
+for order in "main rows1 fapp gdnfs moefd sm132" "sm132 moefd gdnfs fapp rows1 main"; do for v in $order; do
   timeout 90 build/exp/imp_$v bench --dummy $cfg --backend cuda --pp 4096 --tg 1 --context 1 --runs 5 --out $OUT/$v.json > /dev/null 2> $OUT/$v.log
   echo "$v rc=$?: $(grep -E 'pp |memory plan' $OUT/$v.log | cut -c12-160)"
 done; done
