@@ -2,8 +2,10 @@
 // read:  N = grouped (1+w) RMSNorm(H); l = silu((N W_down^T) / S); m = sigmoid(l W_up^T);
 //        x_j = mean_s m[s, j] * N[s, j]; inject_s = 2 sigmoid((N W_inject^T)_s / S)
 // write: H[s, j] += inject_s * y_j
-// Prefill runs the norm and the projections on the dense kernels and these element-wise steps; decode runs the
-// fused read kernels below and writes the streams from the output projections (dense.h, shared_expert.h).
+// Prefill runs the norm and the down and inject projections on the dense kernels, the up projection with the mix in
+// one kernel where the shape allows (launch_hc_up_mix; otherwise a dense GEMM and launch_hc_mix), and these
+// element-wise steps; decode runs the fused read kernels below and writes the streams from the output projections
+// (dense.h, shared_expert.h).
 #pragma once
 
 #include <cuda_runtime.h>
