@@ -25,7 +25,8 @@ constexpr int kCols = 64;                  // x columns per block
 constexpr int kN = kStreams * kCols;       // wgmma m64n256k16
 constexpr int kTileRows = 64;              // tokens per consumer warpgroup tile
 constexpr int kBox = 64;                   // k elements per tensor-copy box: one 128-byte swizzle row
-constexpr int kBoxBytes = kTileRows * 128;  // an A box [64 tokens][64 k], or one stream's [64 rows][64 k] of B
+constexpr int kBoxBytes = kTileRows * 128;  // an A box: [64 tokens][64 k]
+constexpr int kBBoxBytes = kN * 128;         // one k box of B: [256 rows][64 k]
 constexpr int kStages = 8;                 // A boxes in flight, one ring for both consumer warpgroups
 constexpr int kMaxRank = 320;              // B (the up rows of the block's columns) stays resident: 32 KB per box
 constexpr int kThreads = 384;              // two consumer warpgroups and a producer warpgroup
@@ -43,7 +44,7 @@ __device__ __forceinline__ int b_row_column(int u) {
 }
 
 size_t shared_bytes(int rank) {
-  return static_cast<size_t>(k_boxes(rank)) * kStreams * kBoxBytes + kStages * kBoxBytes + 1024;  // + alignment
+  return static_cast<size_t>(k_boxes(rank)) * kBBoxBytes + kStages * kBoxBytes + 1024;  // + alignment
 }
 
 // Block b owns x columns [64 (b / per_slice), + 64) and the consumer tiles [first, last) of 64 tokens (its part b %
@@ -66,7 +67,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* b_tile = smem + (1024 - smem_addr(smem) % 1024) % 1024;  // [rank / 64][S][64 rows][128 bytes], swizzled
   const int kboxes = k_boxes(rank);
-  uint8_t* ring = b_tile + kboxes * kStreams * kBoxBytes;             // [kStages][kBoxBytes]
+  uint8_t* ring = b_tile + kboxes * kBBoxBytes;                       // [kStages][kBoxBytes]
   __shared__ uint64_t b_full, full[kStages], empty[kStages];
   const int slice = blockIdx.x / per_slice, part = blockIdx.x % per_slice, j0 = slice * kCols;
   const int tiles = (rows + kTileRows - 1) / kTileRows;
@@ -90,7 +91,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int e = pt; e < kboxes * kN * 8; e += 128) {
       const int i = e % 8, n = (e / 8) % kN, kb = e / (8 * kN), k = kb * kBox + 8 * i;
       const uint16_t* src = up + (static_cast<size_t>(n / kCols) * d + j0 + b_row_column(n % kCols)) * up_stride + k;
-      cp_async16(b_tile + kb * kN * 128 + n * 128 + 16 * (i ^ (n % 8)), k < rank ? src : up, k < rank);
+      cp_async16(b_tile + kb * kBBoxBytes + n * 128 + 16 * (i ^ (n % 8)), k < rank ? src : up, k < rank);
     }
     cp_async_commit();
     cp_async_wait<0>();
@@ -141,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int ks = 0; ks < 2 * kboxes; ++ks) {
       mbarrier_wait(&full[stage], round & 1);
       const uint32_t a_base = ring_base + stage * kBoxBytes;
-      const uint32_t kb_base = b_base + (ks % kboxes) * kStreams * kBoxBytes;
+      const uint32_t kb_base = b_base + (ks % kboxes) * kBBoxBytes;
       wgmma::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kBox / 16; ++kk) {
