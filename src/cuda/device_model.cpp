@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "cpu/ops.h"
+#include "cuda/kernels/hyper_connection.h"
 #include "cuda/kernels/qsa.h"
 #include "cuda/kernels/random_fill.h"
 
@@ -87,7 +88,10 @@ struct DeviceModel::Builder {
     hc.norm = norm(width, w ? w->norm : nullptr);
     hc.down_inject = inject ? projection(rank + c.hc_count, width, {w ? w->down : nullptr, w ? w->inject : nullptr})
                             : projection(rank, width, {w ? w->down : nullptr});
-    hc.up = repeated_columns(projection(width, rank, {w ? w->up : nullptr}));
+    const DenseWeight up = projection(width, rank, {w ? w->up : nullptr});
+    hc.up = hc_up_mix_fits(static_cast<int32_t>(c.hc_count), static_cast<int32_t>(c.hidden_size), static_cast<int32_t>(rank))
+                ? up
+                : repeated_columns(up);
     return hc;
   }
 
@@ -343,8 +347,11 @@ uint64_t DeviceModel::decode_bytes_per_token() const {
   const model::ModelConfig& c = config_;
   uint64_t bytes = 0;
   for (const DeviceBuffer<uint16_t>& b : dense_storage_) bytes += b.size() * 2;
-  // Decode reads one copy of each repeated up row (HyperConnectionDevice::up: [rows, 2 rank]).
-  auto repeated = [](const HyperConnectionDevice& hc) { return static_cast<uint64_t>(hc.up.rows) * hc.up.cols; };
+  // Decode reads one copy of each up row (HyperConnectionDevice::up: repeated, [rows, 2 rank], for some shapes).
+  const uint64_t rank = static_cast<uint64_t>(c.hc_lowrank);
+  auto repeated = [rank](const HyperConnectionDevice& hc) {
+    return static_cast<uint64_t>(hc.up.rows) * (static_cast<uint64_t>(hc.up.cols) - rank) * 2;
+  };
   bytes -= repeated(mixer_);
   for (const LayerDevice& l : layers_) bytes -= repeated(l.attn_hc) + repeated(l.mlp_hc);
   bytes -= static_cast<uint64_t>(embed_tokens_.rows - 1) * static_cast<uint64_t>(embed_tokens_.cols) * 2;  // one row read

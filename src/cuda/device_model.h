@@ -41,9 +41,10 @@ struct DenseWeight {
 struct HyperConnectionDevice {
   DenseWeight norm;         // [S*d]
   DenseWeight down_inject;  // [rank (+ S), S*d]: input_mix_weight_down, then block_inject_weight when present
-  // [S*d, 2 rank]: each row of input_mix_weight_up twice, so prefill's split input [hi | lo] of width 2 rank is one
-  // GEMM (two, the second adding into the fp32 output, cost the up projection 68 + 136 us at 4096 tokens); decode
-  // reads the first half of each row. 6.5 MB more per read at the released shape (0.6 GB in all).
+  // input_mix_weight_up [S*d, rank] where prefill's fused up projection + mix takes the shape (hc_up_mix_fits: the
+  // released one); otherwise [S*d, 2 rank], each row twice, so prefill's split input [hi | lo] of width 2 rank is
+  // one GEMM (two, the second adding into the fp32 output, cost 68 + 136 us at 4096 tokens). Decode and the fused
+  // kernel read the first rank of each row (rows up.cols apart).
   DenseWeight up;
   bool has_inject = false;
 };

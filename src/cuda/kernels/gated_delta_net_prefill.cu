@@ -783,7 +783,8 @@ __global__ void __launch_bounds__(kOutThreads, 2)
 #pragma unroll
       for (int x = 0; x < 2; ++x) {
         const float gx = x ? gate[half][j].y : gate[half][j].x;
-        const float act = shape.sigmoid_gate ? sigmoidf(gx) : gx * sigmoidf(gx);
+        // 25M gates per layer at 4096 tokens: the fast sigmoid (~2^-21 relative) instead of IEEE exp and division.
+        const float act = shape.sigmoid_gate ? fast_sigmoidf(gx) : gx * fast_sigmoidf(gx);
         r[x] = bf16_bits_to_float(x ? nw[j] >> 16 : nw[j] & 0xffffu) * (m[4 * j + 2 * half + x] * inv[half]) * act;
       }
       uint32_t hi, lo;

@@ -410,7 +410,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<kPairs>)
       for (int e = 0; e < 4; ++e) {
         const int pair = 8 * j + 2 * c + (e & 1), row = 16 * w + g + 8 * (e >> 1);
         const float gate = accg[4 * j + e] * fg, up = accu[4 * j + e] * fu;
-        scr[pair * kStride + row] = bf16_bits(gate / (1.0f + __expf(-gate)) * up);
+        // The fast division (~2 ulp; 0 for gate < ~-87, SiLU's limit): IEEE division here cost pp 4096 ~1.5%.
+        scr[pair * kStride + row] = bf16_bits(__fdividef(gate, 1.0f + __expf(-gate)) * up);
       }
     }
     asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
