@@ -54,7 +54,7 @@ static_assert(kSmemBytes<kWidePairs> + 2048 <= 227 * 1024 && 2 * (kSmemBytes<kNa
 template <int kPairs>
 constexpr int kStageBytes = kPairs * 128 + kWStageBytes;
 template <int kPairs>
-constexpr int kScratchBytes = 2 * kPairs * 72 * 2;  // gate/up's SwiGLU scratch: [warpgroup][pair][64 rows + 8] bf16
+constexpr int kScratchBytes = 2 * kPairs * 128;  // gate/up's SwiGLU scratch: per warpgroup one image chunk
 constexpr int kMaxStages = 16;                      // the kernels' full / empty barrier pairs
 template <int kPairs, bool kScratch>
 struct Ring {
@@ -384,7 +384,10 @@ unsigned item_blocks(int64_t max_items) {
 
 // Gate/up (items: 128 intermediate rows of one tile; warpgroup wg holds rows 64 wg .. 64 wg + 63 of gate and up):
 // SwiGLU into down's activation image (act: tile images of [*, padded_intermediate] bf16, one chunk per
-// warpgroup and item), through the warpgroup's [kPairs pairs][64 rows] bf16 scratch (row stride 72) after the ring.
+// warpgroup and item). Each warpgroup writes its chunk into its own scratch after the ring, already in the image's
+// layout, and one thread of it stores the chunk by one bulk copy, so the copy-out runs beside the next item's k
+// loop (128 threads' 16-byte loads and stores from a [pair][row] scratch took their place in every epilogue).
+// The padding pairs come out as zeros: their activations are zeros (gather_kernel).
 template <int kPairs>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm<kPairs>)
     moe_gate_up_kernel(const __grid_constant__ StripMaps maps, const model::SlotScales* __restrict__ scales,
@@ -394,39 +397,43 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm<kPairs>)
   __shared__ uint64_t full[kMaxStages], empty[kMaxStages];
   const int Ipad = layout.padded_intermediate, row_blocks = (layout.gate.rows / 16 + 7) / 8;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, w = warp & 3, g = lane >> 2, c = lane & 3;
-  constexpr int kStride = 72;
-  uint16_t* scr = reinterpret_cast<uint16_t*>(smem + Ring<kPairs, true>::kCount * kStageBytes<kPairs>) + wg * (kPairs * kStride);
+  const bool storer = (tid & 127) == 0;  // the warpgroup's thread that issues its bulk stores
+  uint8_t* scr = smem + Ring<kPairs, true>::kCount * kStageBytes<kPairs> + wg * kScratchBytes<kPairs> / 2;
   // The slot's scales, loaded as the item starts (after the k loop's barrier waits the compiler may not move a
   // load across, a load in the epilogue would hold it for a round trip).
   auto begin = [&](int4 t) { return scales[t.x]; };
-  auto epilogue = [&]<int N>(int, int4 t, int row_block, model::SlotScales s, const float (&accg)[N / 2], const float (&accu)[N / 2]) {
+  const int num_items = *num_tiles * row_blocks;
+  const int block_items = (num_items - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) / static_cast<int>(gridDim.x);
+  auto epilogue = [&]<int N>(int n, int4 t, int row_block, model::SlotScales s, const float (&accg)[N / 2], const float (&accu)[N / 2]) {
     const float fg = s.gate * kScaleFold, fu = s.up * kScaleFold;
-    // The warpgroup's own scratch: its 128 threads' named barriers, before the writes (the previous item's reads
-    // are done) and after them.
+    const int chunk = row_block * 2 + wg;
+    // The warpgroup's own scratch and named barrier: its previous store has read the scratch before the writes,
+    // and every write is visible to the bulk copy (fence, barrier) before the store.
+    if (storer) bulk_wait_read<0>();
     asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
+    // Pair 8 j + 2 c + (e & 1), row 16 w + g + 8 (e >> 1) at image_piece(N, pair, row / 8) + (row % 8) * 2: a
+    // per-thread base plus constants.
+    uint8_t* base = scr + w * 32 * N + c * 32 + g * 2;
 #pragma unroll
     for (int j = 0; j < N / 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int pair = 8 * j + 2 * c + (e & 1), row = 16 * w + g + 8 * (e >> 1);
         const float gate = accg[4 * j + e] * fg, up = accu[4 * j + e] * fu;
         // The fast division (~2 ulp; 0 for gate < ~-87, SiLU's limit): IEEE division here cost pp 4096 ~1.5%.
-        scr[pair * kStride + row] = bf16_bits(__fdividef(gate, 1.0f + __expf(-gate)) * up);
+        *reinterpret_cast<uint16_t*>(base + j * 256 + (e >> 1) * 128 + (e & 1) * 16) =
+            bf16_bits(__fdividef(gate, 1.0f + __expf(-gate)) * up);
       }
     }
+    fence_proxy_async();
     asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wg) : "memory");
-    const int chunk = row_block * 2 + wg;
-    if (chunk * 64 < Ipad) {
-      uint8_t* to = act + image_offset(t.w, t.y, Ipad) + static_cast<size_t>(chunk) * N * 128;
-      for (int id = tid & 127; id < N * 8; id += 128) {
-        const int pair = id >> 3, piece = id & 7;
-        const uint4 v = pair < t.z ? *reinterpret_cast<const uint4*>(scr + pair * kStride + piece * 8) : make_uint4(0, 0, 0, 0);
-        *reinterpret_cast<uint4*>(to + image_piece(N, pair, piece)) = v;
-      }
+    if (storer && chunk * 64 < Ipad) {
+      bulk_copy_to_global(act + image_offset(t.w, t.y, Ipad) + static_cast<size_t>(chunk) * N * 128, scr, N * 128);
+      bulk_commit_group();
     }
+    if (storer && n == block_items - 1) bulk_wait<0>();  // the block's last store has read its scratch before it exits
   };
-  run_items<kPairs, 2, true>(smem, full, empty, maps, by_width, *num_tiles * row_blocks, row_blocks, layout.gate.supertiles(),
-                             x_image, layout.gate.cols, wg * 4 + w, 8 + wg * 4 + w, begin, epilogue);
+  run_items<kPairs, 2, true>(smem, full, empty, maps, by_width, num_items, row_blocks, layout.gate.supertiles(), x_image,
+                             layout.gate.cols, wg * 4 + w, 8 + wg * 4 + w, begin, epilogue);
 }
 
 // Down (items: 256 output rows of one tile; warpgroup wg: rows 128 wg .. 128 wg + 127 as two 64-row blocks): the
