@@ -195,15 +195,18 @@ __global__ void __launch_bounds__(256, kMaxInjects > 4 ? 6 : 8)
 }
 
 // hc_write_norm_split_kernel with the row held in registers, for S <= kRowStreams and at most kQuads quads per
-// thread and stream (the released shape: 4 streams of 640 quads, 3 per thread): every load of the row is issued
+// thread and stream (the released shape: 4 streams of 640 quads): every load of the row is issued
 // before any is used, and the second pass reads the registers instead of the row it wrote. The other kernel, one
 // stream's quads at a time, has a load, an add and a store per round trip and reads the row back: 213.9 us per
 // 4096-row call for its 492 MB of HBM traffic (2.3 TB/s), this one 170.7 us (H200, session 17: pp 4096 +1.2%).
-// The same per-thread quads, the same expressions and reductions in the same order, so the results are those of
-// hc_write_norm_split_kernel bit for bit.
+// Up to 640 quads per stream (the released shape) it takes one quad per thread and stream: 640 threads at 48
+// registers, two blocks (40 warps) per SM instead of 256 threads at 104 registers (16 warps), so that more loads
+// are in flight while other blocks reduce (pp 4096 +0.7%, session 31; three blocks of 256 threads: -0.8%). Its
+// sums then run in another order than launch_rms_norm's (256 threads): its norms may differ in the last bit.
+// With more quads per thread, the same per-thread quads and reductions as hc_write_norm_split_kernel (bit for bit).
 constexpr int kRowStreams = 4;
 template <int kMaxInjects, int kQuads>
-__global__ void __launch_bounds__(256, 2)
+__global__ void __launch_bounds__(kQuads == 1 ? 640 : 256, 2)
     hc_write_norm_split_row_kernel(const float* y, const float* inject, int streams, int d, float* stream_rows,
                                    const uint16_t* nw, float eps, const uint16_t* inject_w, int injects,
                                    float* raw_inject, __nv_bfloat16* hi, __nv_bfloat16* lo) {
@@ -585,14 +588,19 @@ SplitActivations launch_hc_write_norm_split(const float* y, const float* inject,
   auto* hi = reinterpret_cast<__nv_bfloat16*>(split_scratch);
   __nv_bfloat16* lo = hi + count;  // count % 4 == 0: 8-byte aligned
   if (rows > 0) {
-    const int threads = std::min(256, (d / 4 + kWarp - 1) / kWarp * kWarp);  // as launch_rms_norm
-    const int per_thread = (d / 4 + threads - 1) / threads;                    // quads per thread and stream
+    int threads = std::min(256, (d / 4 + kWarp - 1) / kWarp * kWarp);  // as launch_rms_norm
+    int per_thread = (d / 4 + threads - 1) / threads;                    // quads per thread and stream
     using Kernel = decltype(&hc_write_norm_split_kernel<0>);
     Kernel kernel = injects == 0   ? hc_write_norm_split_kernel<0>
                     : injects <= 4 ? hc_write_norm_split_kernel<4>
                                    : hc_write_norm_split_kernel<kMaxHcStreams>;
     if (streams <= kRowStreams && per_thread <= 3) {  // the row fits in registers
       const bool logits = injects > 0;
+      const int wide = (d / 4 + kWarp - 1) / kWarp * kWarp;  // one quad per thread and stream (see the kernel)
+      if (wide <= 640) {
+        threads = wide;
+        per_thread = 1;
+      }
       kernel = per_thread == 1   ? (logits ? hc_write_norm_split_row_kernel<4, 1> : hc_write_norm_split_row_kernel<0, 1>)
                : per_thread == 2 ? (logits ? hc_write_norm_split_row_kernel<4, 2> : hc_write_norm_split_row_kernel<0, 2>)
                                  : (logits ? hc_write_norm_split_row_kernel<4, 3> : hc_write_norm_split_row_kernel<0, 3>);
