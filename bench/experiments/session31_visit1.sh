@@ -1,5 +1,6 @@
-# Session 31, visit 1: session 30's prepared variants (session30_next_visit.sh) plus all5, the five patches
-# together: each variant's GPU tests, racecheck of the attention ping-pong, then pp 4096 A/B in two orders.
+# Session 31, visit 1: the five patches session 30 prepared, each as a variant on 42d13eb (rows1, fapp, gdnfs, moefd,
+# sm132; the kept three are applied in 42ad0f1), plus all5, all five together: each variant's GPU tests, racecheck of the
+# attention ping-pong, then pp 4096 A/B in two orders.
 export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 declare -A filter=([rows1]='*' [fapp]='*Attention*:*Golden*:*Prefill*' [gdnfs]='*GatedDeltaNet*:*Golden*'
                    [moefd]='*MoePrefill*:*Golden*' [sm132]='GpuHyperConnection.*:*Golden*'
