@@ -280,13 +280,15 @@ void check_write_norm_split(int streams, int d, int rows, bool with_inject) {
 }
 
 TEST(GpuHyperConnection, FusedWriteNormSplitMatchesTheSeparateKernels) {
-  check_write_norm_split(4, 2560, 17, true);   // released: 640 quads per stream over 256 threads
+  check_write_norm_split(4, 2560, 17, true);   // released: 640 quads per stream, one per thread
   check_write_norm_split(3, 64, 5, true);      // 16 quads per stream: one warp
-  check_write_norm_split(2, 1028, 33, true);   // 257 quads: a partial last warp, more quads than threads
+  check_write_norm_split(2, 1028, 33, true);   // 257 quads: a partial last warp
+  check_write_norm_split(4, 3072, 17, true);   // 768 quads: the row kernel's three quads per thread of 256
+  check_write_norm_split(3, 2816, 33, false);  // 704 quads, three per thread, no logits
   check_write_norm_split(4, 2560, 17, false);  // no inject weights (the final mixer's read): no logits
   check_write_norm_split(6, 64, 17, true);     // more than four streams: the eight-logit instantiation
   check_write_norm_split(2, 4096, 33, true);   // 4 quads per thread: too wide for the row in registers
-  check_write_norm_split(4, 1028, 17, false);  // 2 quads per thread in registers, a partial last warp
+  check_write_norm_split(4, 1028, 17, false);  // 257 quads without logits, a partial last warp
 }
 
 }  // namespace

@@ -194,8 +194,8 @@ __global__ void __launch_bounds__(256, kMaxInjects > 4 ? 6 : 8)
   write_inject_logits<kMaxInjects>(logit, injects, partial, row, raw_inject);
 }
 
-// hc_write_norm_split_kernel with the row held in registers, for S <= kRowStreams and at most kQuads quads per
-// thread and stream (the released shape: 4 streams of 640 quads): every load of the row is issued
+// hc_write_norm_split_kernel with the row held in registers, for S <= kRowStreams and kQuads quads per thread and
+// stream (1 up to 640 quads, the released shape's 4 streams of 640; 3 up to 768): every load of the row is issued
 // before any is used, and the second pass reads the registers instead of the row it wrote. The other kernel, one
 // stream's quads at a time, has a load, an add and a store per round trip and reads the row back: 213.9 us per
 // 4096-row call for its 492 MB of HBM traffic (2.3 TB/s), this one 170.7 us (H200, session 17: pp 4096 +1.2%).
@@ -589,21 +589,20 @@ SplitActivations launch_hc_write_norm_split(const float* y, const float* inject,
   __nv_bfloat16* lo = hi + count;  // count % 4 == 0: 8-byte aligned
   if (rows > 0) {
     int threads = std::min(256, (d / 4 + kWarp - 1) / kWarp * kWarp);  // as launch_rms_norm
-    int per_thread = (d / 4 + threads - 1) / threads;                    // quads per thread and stream
+    const int per_thread = (d / 4 + threads - 1) / threads;              // quads per thread and stream
     using Kernel = decltype(&hc_write_norm_split_kernel<0>);
     Kernel kernel = injects == 0   ? hc_write_norm_split_kernel<0>
                     : injects <= 4 ? hc_write_norm_split_kernel<4>
                                    : hc_write_norm_split_kernel<kMaxHcStreams>;
     if (streams <= kRowStreams && per_thread <= 3) {  // the row fits in registers
       const bool logits = injects > 0;
-      const int wide = (d / 4 + kWarp - 1) / kWarp * kWarp;  // one quad per thread and stream (see the kernel)
-      if (wide <= 640) {
+      const int wide = (d / 4 + kWarp - 1) / kWarp * kWarp;
+      if (wide <= 640) {  // one quad per thread and stream (see the kernel)
         threads = wide;
-        per_thread = 1;
+        kernel = logits ? hc_write_norm_split_row_kernel<4, 1> : hc_write_norm_split_row_kernel<0, 1>;
+      } else {  // 641 to 768 quads: three per thread of 256
+        kernel = logits ? hc_write_norm_split_row_kernel<4, 3> : hc_write_norm_split_row_kernel<0, 3>;
       }
-      kernel = per_thread == 1   ? (logits ? hc_write_norm_split_row_kernel<4, 1> : hc_write_norm_split_row_kernel<0, 1>)
-               : per_thread == 2 ? (logits ? hc_write_norm_split_row_kernel<4, 2> : hc_write_norm_split_row_kernel<0, 2>)
-                                 : (logits ? hc_write_norm_split_row_kernel<4, 3> : hc_write_norm_split_row_kernel<0, 3>);
     }
     launch_kernel(kernel, rows, threads, 0, stream, 1, y, inject, streams, d, stream_rows, norm_weight, eps,
                   inject_weight, injects, raw_inject, hi, lo);
