@@ -588,15 +588,15 @@ SplitActivations launch_hc_write_norm_split(const float* y, const float* inject,
   auto* hi = reinterpret_cast<__nv_bfloat16*>(split_scratch);
   __nv_bfloat16* lo = hi + count;  // count % 4 == 0: 8-byte aligned
   if (rows > 0) {
-    int threads = std::min(256, (d / 4 + kWarp - 1) / kWarp * kWarp);  // as launch_rms_norm
-    const int per_thread = (d / 4 + threads - 1) / threads;              // quads per thread and stream
+    const int wide = (d / 4 + kWarp - 1) / kWarp * kWarp;  // a stream's quads, rounded up to whole warps
+    int threads = std::min(256, wide);                        // as launch_rms_norm
+    const int per_thread = (d / 4 + threads - 1) / threads;   // quads per thread and stream
     using Kernel = decltype(&hc_write_norm_split_kernel<0>);
     Kernel kernel = injects == 0   ? hc_write_norm_split_kernel<0>
                     : injects <= 4 ? hc_write_norm_split_kernel<4>
                                    : hc_write_norm_split_kernel<kMaxHcStreams>;
     if (streams <= kRowStreams && per_thread <= 3) {  // the row fits in registers
       const bool logits = injects > 0;
-      const int wide = (d / 4 + kWarp - 1) / kWarp * kWarp;
       if (wide <= 640) {  // one quad per thread and stream (see the kernel)
         threads = wide;
         kernel = logits ? hc_write_norm_split_row_kernel<4, 1> : hc_write_norm_split_row_kernel<0, 1>;
