@@ -54,9 +54,9 @@ uint32_t alignment(const void* p) {
 
 struct ThreadLt {
   cublasLtHandle_t handle = nullptr;
-  // (rows, n_out, k, alignment of A, B and C in bytes): an algorithm found for better-aligned pointers may assume
+  // (rows, n_out, k, ldy, alignment of A, B and C in bytes): an algorithm found for better-aligned pointers may assume
   // that alignment (cuBLASLt's heuristic assumes 256 bytes unless told), so each alignment gets its own plan.
-  using Key = std::tuple<int32_t, int32_t, int32_t, uint32_t, uint32_t, uint32_t>;
+  using Key = std::tuple<int32_t, int32_t, int32_t, int32_t, uint32_t, uint32_t, uint32_t>;
   std::map<Key, Fp8Plan> plans;
   // Prefill chunks have any number of rows (a server sees every prompt length), so the plans are dropped once
   // there are this many: a few heuristic queries again, instead of descriptors piling up.
@@ -82,10 +82,10 @@ struct ThreadLt {
   // B = x8 (k x rows), both scaled per outer index.
   // Shapes cuBLASLt has no such algorithm for are remembered as unsupported. The scale pointers are set before the
   // heuristic query (bench/experiments/fp8_lo_probe.cu did so and found an algorithm; without them none was found).
-  const Fp8Plan& plan(int32_t rows, int32_t n_out, int32_t k, const void* a, const void* b, const void* c,
+  const Fp8Plan& plan(int32_t rows, int32_t n_out, int32_t k, int32_t ldy, const void* a, const void* b, const void* c,
                       const float* a_scales, const float* b_scales) {
     const uint32_t align_a = alignment(a), align_b = alignment(b), align_c = alignment(c);
-    const Key key{rows, n_out, k, align_a, align_b, align_c};
+    const Key key{rows, n_out, k, ldy, align_a, align_b, align_c};
     if (plans.size() >= kMaxPlans && !plans.contains(key)) clear();
     auto [it, added] = plans.try_emplace(key);
     Fp8Plan& p = it->second;
@@ -103,7 +103,7 @@ struct ThreadLt {
                "FP8 GEMM B scale pointer");
     check_blas(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, k, n_out, k), "FP8 GEMM layout A");
     check_blas(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, k, rows, k), "FP8 GEMM layout B");
-    check_blas(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, n_out, rows, n_out), "FP8 GEMM layout C");
+    check_blas(cublasLtMatrixLayoutCreate(&p.c, CUDA_R_32F, n_out, rows, ldy), "FP8 GEMM layout C");
     cublasLtMatmulPreference_t preference;
     check_blas(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
     const size_t workspace = kWorkspaceBytes;
@@ -143,23 +143,38 @@ cublasHandle_t blas_handle(cudaStream_t stream) {
   return blas.handle;
 }
 
-void gemm_bf16_rows(const uint16_t* x, const uint16_t* weight, int32_t rows, int32_t n_out, int32_t k, float* y,
-                    bool accumulate, cudaStream_t stream) {
+namespace {
+
+// Column-major view: y^T [n_out, rows] = alpha W [k, n_out]^T . x^T [k, rows] (+ y^T).
+void gemm_rows(cudaDataType_t type, const uint16_t* x, const uint16_t* weight, int32_t rows, int32_t n_out, int32_t k,
+               float alpha, float* y, bool accumulate, cudaStream_t stream, int32_t ldy, const char* what) {
   if (rows == 0 || n_out == 0) return;
-  // Column-major view: y^T [n_out, rows] = W [k, n_out]^T . x^T [k, rows].
-  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  check_blas(cublasGemmEx(blas_handle(stream), CUBLAS_OP_T, CUBLAS_OP_N, n_out, rows, k, &alpha, weight, CUDA_R_16BF, k,
-                          x, CUDA_R_16BF, k, &beta, y, CUDA_R_32F, n_out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-             "cublasGemmEx (bf16 prefill GEMM)");
+  const float beta = accumulate ? 1.0f : 0.0f;
+  check_blas(cublasGemmEx(blas_handle(stream), CUBLAS_OP_T, CUBLAS_OP_N, n_out, rows, k, &alpha, weight, type, k, x, type,
+                          k, &beta, y, CUDA_R_32F, ldy == 0 ? n_out : ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+             what);
+}
+
+}  // namespace
+
+void gemm_bf16_rows(const uint16_t* x, const uint16_t* weight, int32_t rows, int32_t n_out, int32_t k, float* y,
+                    bool accumulate, cudaStream_t stream, int32_t ldy) {
+  gemm_rows(CUDA_R_16BF, x, weight, rows, n_out, k, 1.0f, y, accumulate, stream, ldy, "cublasGemmEx (bf16 prefill GEMM)");
+}
+
+void gemm_f16_rows(const uint16_t* x, const uint16_t* weight, int32_t rows, int32_t n_out, int32_t k, float alpha,
+                   float* y, bool accumulate, cudaStream_t stream, int32_t ldy) {
+  gemm_rows(CUDA_R_16F, x, weight, rows, n_out, k, alpha, y, accumulate, stream, ldy, "cublasGemmEx (fp16 prefill GEMM)");
 }
 
 bool gemm_fp8_rows_accumulate(const uint8_t* x8, const float* x_scales, const uint8_t* w8, const float* w_scales,
-                              int32_t rows, int32_t n_out, int32_t k, float* y, cudaStream_t stream) {
+                              int32_t rows, int32_t n_out, int32_t k, float* y, cudaStream_t stream, int32_t ldy) {
   if (rows == 0 || n_out == 0) return true;
+  if (ldy == 0) ldy = n_out;
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   if (k % 16 != 0 || !aligned(x8) || !aligned(w8) || !aligned(x_scales) || !aligned(w_scales) || !aligned(y)) return false;
   thread_local ThreadLt lt;
-  const Fp8Plan& p = lt.plan(rows, n_out, k, w8, x8, y, w_scales, x_scales);
+  const Fp8Plan& p = lt.plan(rows, n_out, k, ldy, w8, x8, y, w_scales, x_scales);
   if (!p.supported) return false;
   check_blas(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &w_scales, sizeof(w_scales)),
              "FP8 GEMM A scale pointer");

@@ -367,48 +367,85 @@ uint64_t DeviceModel::decode_bytes_per_token() const {
 
 namespace {
 
-// The rows build_low_term_weights copies (see there): f(weight, first row, end row).
-template <typename Layers, typename F>
-void for_each_low_term_weight(const model::ModelConfig& c, Layers& layers, F f) {
+// The rows build_low_term_weights copies (see there): e4m3(weight, first row, end row) and
+// f16(weight, first row, end row, the hyper-connection read whose x the rows multiply).
+template <typename Layers, typename E4m3, typename F16>
+void for_each_low_term_weight(const model::ModelConfig& c, Layers& layers, E4m3 e4m3, F16 f16) {
   const int32_t qkv_rows = static_cast<int32_t>(c.num_attention_heads * 2 * c.head_dim + 2 * c.num_key_value_heads * c.head_dim);
   const int32_t experts = static_cast<int32_t>(c.num_experts);
   const int32_t shared_rows = static_cast<int32_t>(2 * c.shared_expert_intermediate_size);
+  const int32_t qk_rows = static_cast<int32_t>(2 * c.gdn_key_dim());
+  const int32_t vz_end = static_cast<int32_t>(c.gdn_conv_dim() + c.gdn_value_dim());
   for (auto& l : layers) {
     if (l.gdn) {
-      f(l.gdn->in_proj, 0, l.gdn->in_proj.rows);
-      f(l.gdn->out_proj, 0, l.gdn->out_proj.rows);
+      e4m3(l.gdn->in_proj, 0, qk_rows);
+      f16(l.gdn->in_proj, qk_rows, vz_end, l.attn_hc);  // v, then z; b and a (2 x 48 rows) keep bf16 terms
+      e4m3(l.gdn->out_proj, 0, l.gdn->out_proj.rows);
     }
     if (l.attention) {
-      f(l.attention->in_proj, 0, qkv_rows);  // the indexer's rows follow
-      f(l.attention->o_proj, 0, l.attention->o_proj.rows);
+      f16(l.attention->in_proj, 0, qkv_rows, l.attn_hc);  // the indexer's rows follow
+      e4m3(l.attention->o_proj, 0, l.attention->o_proj.rows);
     }
-    f(l.moe.in_proj, experts, experts + shared_rows);  // after the router, before the shared expert's gate logit
-    f(l.moe.shared_down, 0, l.moe.shared_down.rows);
+    f16(l.moe.in_proj, experts, experts + shared_rows, l.mlp_hc);  // after the router, before the shared gate logit
+    e4m3(l.moe.shared_down, 0, l.moe.shared_down.rows);
   }
+}
+
+// The largest power of two p with bound * p <= 2^15 (fp16's largest is 65504); 1 for a zero bound.
+float f16_scale_for(double bound) {
+  return bound > 0.0 ? std::ldexp(1.0f, static_cast<int>(std::floor(std::log2(32768.0 / bound)))) : 1.0f;
+}
+
+// max |v + offset| over a bf16 array, on the host (a load-time query).
+float abs_max(const uint16_t* data, size_t count, float offset, DeviceBuffer<float>& scratch) {
+  launch_bf16_abs_max(data, count, offset, scratch.data(), nullptr);
+  float m = 0.0f;
+  IMP_CUDA_CHECK(cudaMemcpy(&m, scratch.data(), sizeof(float), cudaMemcpyDeviceToHost));
+  return m;
 }
 
 }  // namespace
 
 uint64_t DeviceModel::low_term_weight_bytes() const {
   uint64_t bytes = 0;
-  for_each_low_term_weight(config_, layers_, [&](const DenseWeight& w, int32_t first, int32_t end) {
-    bytes += static_cast<uint64_t>(end - first) * (static_cast<uint64_t>(w.cols) + 4);
-  });
+  for_each_low_term_weight(
+      config_, layers_,
+      [&](const DenseWeight& w, int32_t first, int32_t end) {
+        bytes += static_cast<uint64_t>(end - first) * (static_cast<uint64_t>(w.cols) + 4);
+      },
+      [&](const DenseWeight& w, int32_t first, int32_t end, const HyperConnectionDevice&) {
+        bytes += static_cast<uint64_t>(end - first) * static_cast<uint64_t>(w.cols) * 2;
+      });
   return bytes;
 }
 
 void DeviceModel::build_low_term_weights() {
   if (has_low_term_weights()) return;
-  for_each_low_term_weight(config_, layers_, [&](DenseWeight& w, int32_t first, int32_t end) {
-    const size_t rows = static_cast<size_t>(end - first), cols = static_cast<size_t>(w.cols);
-    DeviceBuffer<uint8_t> codes(rows * cols);
-    DeviceBuffer<float> scales(rows);
-    launch_quantize_rows_e4m3(w.data + static_cast<size_t>(first) * cols, end - first, w.cols, codes.data(), scales.data(),
-                              nullptr);
-    w.low8 = {{codes.data(), scales.data()}, first, end};
-    low8_codes_.push_back(std::move(codes));
-    low8_scales_.push_back(std::move(scales));
-  });
+  DeviceBuffer<float> scratch(1);
+  const double sqrt_d = std::sqrt(static_cast<double>(config_.hidden_size));
+  for_each_low_term_weight(
+      config_, layers_,
+      [&](DenseWeight& w, int32_t first, int32_t end) {
+        const size_t rows = static_cast<size_t>(end - first), cols = static_cast<size_t>(w.cols);
+        DeviceBuffer<uint8_t> codes(rows * cols);
+        DeviceBuffer<float> scales(rows);
+        launch_quantize_rows_e4m3(w.data + static_cast<size_t>(first) * cols, end - first, w.cols, codes.data(),
+                                  scales.data(), nullptr);
+        w.low8 = {{codes.data(), scales.data()}, first, end};
+        low8_codes_.push_back(std::move(codes));
+        low8_scales_.push_back(std::move(scales));
+      },
+      [&](DenseWeight& w, int32_t first, int32_t end, HyperConnectionDevice& read) {
+        const size_t count = static_cast<size_t>(end - first) * static_cast<size_t>(w.cols);
+        const uint16_t* rows = w.data + static_cast<size_t>(first) * static_cast<size_t>(w.cols);
+        const float scale = f16_scale_for(abs_max(rows, count, 0.0f, scratch));
+        DeviceBuffer<uint16_t> copy(count);
+        launch_f16_rows(rows, count, scale, copy.data(), nullptr);
+        w.half = {{copy.data(), scale}, first, end};
+        half_copies_.push_back(std::move(copy));
+        read.x16_scale = f16_scale_for(sqrt_d * abs_max(read.norm.data, static_cast<size_t>(read.norm.rows) *
+                                                                          static_cast<size_t>(read.norm.cols), 1.0f, scratch));
+      });
   IMP_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

@@ -30,12 +30,19 @@ struct Fp8Copy {
   int32_t first = 0, end = 0;
 };
 
+// An fp16 copy of rows [first, end) of a DenseWeight, scaled by a power of two (rows.data: row `first`), or empty.
+struct F16Copy {
+  F16Rows rows;
+  int32_t first = 0, end = 0;
+};
+
 // A BF16 matrix [rows, cols] (or a vector: rows = 1) in device memory.
 struct DenseWeight {
   const uint16_t* data = nullptr;
   int32_t rows = 0;
   int32_t cols = 0;
   Fp8Copy low8;  // DeviceModel::build_low_term_weights
+  F16Copy half;  // the same
 };
 
 struct HyperConnectionDevice {
@@ -47,6 +54,11 @@ struct HyperConnectionDevice {
   // kernel read the first rank of each row (rows up.cols apart).
   DenseWeight up;
   bool has_inject = false;
+  // The power of two prefill's fp16 copy of this read's x is scaled by: |x_j| <= sqrt(d) max |1 + norm| (x is a
+  // convex mix of the streams' normed values, each at most sqrt(d) |1 + w| for the RMS over d), and this scale
+  // maps that bound to at most 2^15, so no value overflows fp16 (DeviceModel::build_low_term_weights). 0: no fp16
+  // copy reads this read's x.
+  float x16_scale = 0.0f;
 };
 
 struct GatedDeltaNetDevice {
@@ -111,12 +123,16 @@ class DeviceModel {
   uint64_t decode_bytes_per_token() const;
   uint64_t device_bytes() const { return device_bytes_; }
 
-  // E4M3 copies (one scale per row) of the prefill GEMMs' weights with a low term worth it: the GDN input and
-  // output projections, the attention query/key/value and output projections, the shared expert's gate | up and
-  // down projections. With them the low term of those split-bf16 GEMMs runs in FP8 (launch_gemm_bf16_split):
-  // ~2^-12 of the product instead of ~2^-16. Not the rows whose outputs feed a top-k choice (the router, the QSA
-  // indexer): with them, near-tied choices flipped on 5 of 8 golden fixtures (long_sparse 0.337 of HF). The
-  // engine builds them when its memory plan has room; their bytes first.
+  // Prefill's cheaper copies of the GEMM weights whose products need not be fp32-grade (launch_gemm_bf16_split):
+  // - fp16 copies (one power-of-two scale per copy) of the rows whose input is a hyper-connection read's x (bounded,
+  //   HyperConnectionDevice::x16_scale): the GDN value and gate rows, the attention query/key/value rows and the
+  //   shared expert's gate | up rows. Those GEMMs run as one fp16 term (x to ~2^-12) instead of two.
+  // - E4M3 copies (one scale per row) of the GDN query and key rows (with fp16 inputs they moved ple_qsa to 0.024
+  //   of HF in the CPU emulation), the GDN and attention output projections and the shared expert's down
+  //   projection: the low term of their split-bf16 GEMMs runs in FP8, ~2^-12 of the product instead of ~2^-16.
+  // Not the rows whose outputs feed a top-k choice (the router, the QSA indexer): with an FP8 low term, near-tied
+  // choices flipped on 5 of 8 golden fixtures (long_sparse 0.337 of HF). The engine builds them when its memory
+  // plan has room; their bytes first.
   uint64_t low_term_weight_bytes() const;
   void build_low_term_weights();
   bool has_low_term_weights() const { return !low8_codes_.empty(); }
@@ -136,6 +152,7 @@ class DeviceModel {
   std::vector<DeviceBuffer<uint16_t>> dense_storage_;
   std::vector<DeviceBuffer<uint8_t>> low8_codes_;
   std::vector<DeviceBuffer<float>> low8_scales_;
+  std::vector<DeviceBuffer<uint16_t>> half_copies_;
   std::vector<void*> pinned_tables_;  // cudaHostAlloc'd PLE tables
   uint64_t device_bytes_ = 0;
 };

@@ -44,15 +44,22 @@ SplitActivations split(const float* x, int32_t tokens, int64_t k, PrefillWorkspa
   return launch_split_bf16(x, tokens, static_cast<int32_t>(k), ws.gemm_scratch.data(), stream);
 }
 // y = x . W^T for rows [first_row, first_row + rows) of a stacked weight.
+// y's rows are ldy apart (0: rows).
 void gemm_rows(const DenseWeight& w, int64_t first_row, int64_t rows, const SplitActivations& x, float* y,
-               cudaStream_t stream, bool accumulate = false) {
-  // The FP8 low term where the rows have an E4M3 copy (DeviceModel::build_low_term_weights).
+               cudaStream_t stream, bool accumulate = false, int64_t ldy = 0) {
+  // One fp16 term where the rows have an fp16 copy, else the FP8 low term where they have an E4M3 copy
+  // (DeviceModel::build_low_term_weights).
+  auto covers = [&](int32_t first, int32_t end) { return first_row >= first && first_row + rows <= end; };
   const Fp8Copy& copy = w.low8;
-  const int64_t at = first_row - copy.first;
-  const Fp8Rows low8 = copy.codes.data != nullptr && at >= 0 && first_row + rows <= copy.end
-                           ? Fp8Rows{copy.codes.data + at * w.cols, copy.codes.scales + at}
+  const Fp8Rows low8 = copy.codes.data != nullptr && covers(copy.first, copy.end)
+                           ? Fp8Rows{copy.codes.data + (first_row - copy.first) * w.cols, copy.codes.scales + (first_row - copy.first)}
                            : Fp8Rows{};
-  launch_gemm_bf16_split(x, w.data + first_row * w.cols, static_cast<int32_t>(rows), y, stream, accumulate, low8);
+  const F16Copy& half = w.half;
+  const F16Rows rows16 = half.rows.data != nullptr && covers(half.first, half.end)
+                             ? F16Rows{half.rows.data + (first_row - half.first) * w.cols, half.rows.scale}
+                             : F16Rows{};
+  launch_gemm_bf16_split(x, w.data + first_row * w.cols, static_cast<int32_t>(rows), y, stream, accumulate, low8, rows16,
+                         static_cast<int32_t>(ldy));
 }
 
 // x with its low term as E4M3 rows in ws.lo8 when the model has FP8 low-term weights (the next GEMMs over rows
@@ -92,19 +99,29 @@ void hyper_connection_read_normed(const model::ModelConfig& c, const HyperConnec
   // (HyperConnectionDevice::up) and the mix.
   const uint16_t* low_terms = launch_split_bf16_rows(ws.low.data(), T, rank, ws.normed.data(), stream);
   float* x = fp32_x ? ws.x.data() : nullptr;
+  // Also x's fp16 term where rows with an fp16 copy read this x (their reads have a scale).
+  ws.x16_scale = ws.x16.size() != 0 ? hc.x16_scale : 0.0f;
+  uint16_t* x16 = ws.x16_scale != 0.0f ? ws.x16.data() : nullptr;
   if (hc_up_mix_fits(S, d, rank)) {
     launch_hc_up_mix(low_terms, hc.up.data, static_cast<int32_t>(hc.up.cols), rank, normed, S, d, x, ws.x_terms.data(),
-                     stream);
+                     stream, x16, ws.x16_scale);
     return;
   }
   gemm_bf16_rows(low_terms, hc.up.data, T, hc.up.rows, hc.up.cols, ws.mix.data(), false, stream);
-  launch_hc_mix(ws.mix.data(), normed, S, d, x, ws.x_terms.data(), stream);
+  const SplitActivations terms = launch_hc_mix(ws.mix.data(), normed, S, d, x, ws.x_terms.data(), stream);
+  if (x16 != nullptr) launch_f16_terms(terms, ws.x16_scale, x16, stream);
 }
 
-// The split terms of ws.x [T, d], which every hyper-connection read writes next to x (launch_hc_mix).
+// The split terms of ws.x [T, d], which every hyper-connection read writes next to x (launch_hc_mix), and its
+// fp16 term where the read made one.
 SplitActivations x_terms(const model::ModelConfig& c, int32_t T, const PrefillWorkspace& ws) {
   const auto* hi = reinterpret_cast<const uint16_t*>(ws.x_terms.data());
-  return {hi, hi + sz(T) * sz(c.hidden_size), T, static_cast<int32_t>(c.hidden_size)};
+  SplitActivations x{hi, hi + sz(T) * sz(c.hidden_size), T, static_cast<int32_t>(c.hidden_size)};
+  if (ws.x16_scale != 0.0f) {
+    x.x16 = ws.x16.data();
+    x.x16_scale = ws.x16_scale;
+  }
+  return x;
 }
 
 // The whole read of T stream rows: the grouped norm and its split terms, then the rest.
@@ -155,8 +172,11 @@ void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, 
                      PrefillWorkspace& ws, int32_t T, cudaStream_t stream) {
   const GatedDeltaNetShape shape = gdn_shape(c);
   const int64_t conv = c.gdn_conv_dim(), vd = c.gdn_value_dim(), hv = c.linear_num_value_heads;
+  // q | k (E4M3 copy), v (fp16 copy) into the rows of ws.mixed, then z (fp16 copy), b, a (bf16 terms).
+  const int64_t qk = 2 * c.gdn_key_dim();
   const SplitActivations x = with_low8(x_terms(c, T, ws), ws, stream);
-  gemm_rows(g.in_proj, 0, conv, x, ws.mixed.data(), stream);
+  gemm_rows(g.in_proj, 0, qk, x, ws.mixed.data(), stream, false, conv);
+  gemm_rows(g.in_proj, qk, conv - qk, x, ws.mixed.data() + qk, stream, false, conv);
   gemm_rows(g.in_proj, conv, vd, x, ws.z.data(), stream);
   gemm_rows(g.in_proj, conv + vd, hv, x, ws.b.data(), stream);
   gemm_rows(g.in_proj, conv + vd + hv, hv, x, ws.a.data(), stream);
@@ -189,11 +209,10 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
   const int32_t hd = static_cast<int32_t>(c.head_dim), kv_width = kv_heads * hd, rot = static_cast<int32_t>(c.rotary_dim());
   const float eps = static_cast<float>(c.rms_norm_eps);
   const int64_t q_rows = int64_t{heads} * 2 * hd;
-  const SplitActivations x = x_terms(c, T, ws);  // also for the indexer below (its rows have no E4M3 copy)
-  const SplitActivations x8 = with_low8(x, ws, stream);
-  gemm_rows(a.in_proj, 0, q_rows, x8, ws.qg.data(), stream);
-  gemm_rows(a.in_proj, q_rows, kv_width, x8, ws.k.data(), stream);
-  gemm_rows(a.in_proj, q_rows + kv_width, kv_width, x8, ws.v.data(), stream);
+  const SplitActivations x = x_terms(c, T, ws);  // q, k, v: fp16 copies; the indexer below: its split terms
+  gemm_rows(a.in_proj, 0, q_rows, x, ws.qg.data(), stream);
+  gemm_rows(a.in_proj, q_rows, kv_width, x, ws.k.data(), stream);
+  gemm_rows(a.in_proj, q_rows + kv_width, kv_width, x, ws.v.data(), stream);
   const int32_t* positions = ws.positions.data();
   launch_head_norm_rope(ws.qg.data(), 2 * hd, a.q_norm.data, T, heads, hd, rot, positions, model.inv_freq(), eps, stream);
   launch_head_norm_rope(ws.k.data(), hd, a.k_norm.data, T, kv_heads, hd, rot, positions, model.inv_freq(), eps, stream);
@@ -287,7 +306,7 @@ void moe_block(const model::ModelConfig& c, const DeviceModel& model, const MoeD
   // width 2 I_s + 1 ran on a slow cuBLAS kernel (~330 us per term at 4096 tokens, against ~20 for width 512).
   float* gate_up = ws.shared.data();
   float* gate_logit = gate_up + sz(T) * sz(2 * is);
-  gemm_rows(m.in_proj, experts, 2 * is, with_low8(x, ws, stream), gate_up, stream);
+  gemm_rows(m.in_proj, experts, 2 * is, x, gate_up, stream);  // fp16 copy
   gemm_rows(m.in_proj, experts + 2 * is, 1, x, gate_logit, stream);
   launch_swiglu_gated(gate_up, gate_up + is, 2 * is, gate_logit, T, is, ws.shared_act.data(), stream);
   const SplitActivations act = with_low8(split(ws.shared_act.data(), T, is, ws, stream), ws, stream);
@@ -364,6 +383,7 @@ PrefillWorkspace::PrefillWorkspace(const DeviceModel& model, int32_t max_tokens_
   if (model.has_low_term_weights()) {
     lo8 = DeviceBuffer<uint8_t>(T * sz(max_gemm_inputs(c)));
     lo8_scales = DeviceBuffer<float>(T);
+    x16 = DeviceBuffer<uint16_t>(T * d);
   }
   const size_t moe_bytes = moe_prefill_workspace_bytes(model.slot_layout(), max_tokens, static_cast<int32_t>(kk),
                                                        static_cast<int32_t>(c.num_experts));
@@ -386,7 +406,7 @@ uint64_t PrefillWorkspace::bytes_for(const DeviceModel& model, int32_t tokens, i
                                                                           static_cast<int32_t>(c.head_dim));
   const uint64_t split_bytes = 4 * T * static_cast<uint64_t>(max_gemm_inputs(c));
   const uint64_t low8_bytes =
-      model.has_low_term_weights() ? T * (static_cast<uint64_t>(max_gemm_inputs(c)) + 4) : 0;
+      model.has_low_term_weights() ? T * (static_cast<uint64_t>(max_gemm_inputs(c)) + 4 + 2 * c.hidden_size) : 0;
   const uint64_t expert_act_bytes = model.slot_layout().format == model::SlotFormat::kBf16
                                         ? 2 * T * static_cast<uint64_t>(c.num_experts_per_tok) * model.slot_layout().padded_intermediate
                                         : 0;

@@ -150,7 +150,8 @@ TEST(GpuHyperConnection, MixMatchesTheFormulaOnBothPaths) {
 // The prefill's up projection + mix in one kernel (launch_hc_up_mix) against the formula in double from the same
 // bf16 terms (m = sum_k (hi + lo)_k W_k, x = mean_s sigmoid(m_s) N_s), and against the GEMM + launch_hc_mix pair it
 // replaces. Tolerance 1e-5 of the scale: fp32 sums of 2 rank products in the tensor cores' order against double.
-// x's split terms bit for bit launch_split_bf16 of the x it wrote, with and without x. `repeated`: up rows stored
+// x's split terms bit for bit launch_split_bf16 of the x it wrote, with and without x, and its fp16 term bit for bit
+// launch_f16_terms of those terms. `repeated`: up rows stored
 // twice ([W | W], as the engine keeps them) or once.
 void check_up_mix(int d, int rank, int rows, bool repeated) {
   constexpr int streams = 4;
@@ -207,9 +208,17 @@ void check_up_mix(int d, int rank, int rows, bool repeated) {
   launch_split_bf16(d_x.data(), rows, d, want_terms.data(), nullptr);
   IMP_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_TRUE(d_x_terms.download() == want_terms.download()) << shape << ": x terms";
-  launch_hc_up_mix(low_terms, d_up.data(), stride, rank, split, streams, d, nullptr, terms_only.data(), nullptr);
+  // Without x, with x's fp16 term: the terms as before, and the fp16 term launch_f16_terms's bits.
+  DeviceBuffer<uint16_t> x16(static_cast<size_t>(rows) * d), want16(x16.size());
+  const float x16_scale = 1024.0f;
+  const SplitActivations with16 = launch_hc_up_mix(low_terms, d_up.data(), stride, rank, split, streams, d, nullptr,
+                                                   terms_only.data(), nullptr, x16.data(), x16_scale);
+  EXPECT_EQ(with16.x16, x16.data());
+  EXPECT_EQ(with16.x16_scale, x16_scale);
+  launch_f16_terms(with16, x16_scale, want16.data(), nullptr);
   IMP_CUDA_CHECK(cudaDeviceSynchronize());
   EXPECT_TRUE(terms_only.download() == want_terms.download()) << shape << ": x terms without x";
+  EXPECT_TRUE(x16.download() == want16.download()) << shape << ": x's fp16 term";
   // The pair it replaces: the GEMM of [hi | lo] against [W | W] rows, then the mix.
   if (!repeated) return;
   gemm_bf16_rows(low_terms, d_up.data(), rows, width, 2 * rank, d_mix.data(), false, nullptr);

@@ -1,12 +1,18 @@
-// DeviceModel::build_low_term_weights on a golden fixture (QSA attention, a shared expert): which rows get an E4M3
-// copy (every GDN and output projection row, the attention query/key/value rows, the shared expert's gate | up
-// rows; never the router's or the QSA indexer's, whose outputs feed a top-k choice), that the copies hold those
-// rows' codes (against launch_quantize_rows_e4m3 of the same rows, bit for bit), and that low_term_weight_bytes
-// counts exactly what was built. Run from the repository root.
+// DeviceModel::build_low_term_weights on a golden fixture (QSA attention, a shared expert): which rows get an fp16
+// copy (the GDN value and gate rows, the attention query/key/value rows, the shared expert's gate | up rows) and
+// which an E4M3 copy (the GDN query and key rows, every output projection row); never the router's or the QSA
+// indexer's rows, whose outputs feed a top-k choice. The copies hold those rows (E4M3 against
+// launch_quantize_rows_e4m3 of the same rows, fp16 against launch_f16_rows with the largest power-of-two scale
+// that keeps the rows' largest magnitude within 2^15, bit for bit), the reads whose x those fp16 rows multiply
+// carry their scale (sqrt(d) max |1 + norm| within 2^15), and low_term_weight_bytes counts exactly what was built.
+// Run from the repository root.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
+
+#include "core/dtype.h"
 
 #include "cuda/check.h"
 #include "cuda/device_model.h"
@@ -38,6 +44,44 @@ void expect_copy_of_rows(const DenseWeight& w, int32_t first, int32_t end, const
   EXPECT_EQ(got_scales, scales.download()) << what;
 }
 
+std::vector<uint16_t> download_bits(const uint16_t* device, size_t count) {
+  std::vector<uint16_t> out(count);
+  IMP_CUDA_CHECK(cudaMemcpy(out.data(), device, count * 2, cudaMemcpyDeviceToHost));
+  return out;
+}
+
+// The largest power of two p with bound * p <= 2^15 (checked against the definition, not computed the same way).
+void expect_scale_for(float scale, double bound, const char* what) {
+  EXPECT_EQ(std::exp2(std::round(std::log2(scale))), scale) << what << ": not a power of two";
+  EXPECT_LE(bound * scale, 32768.0) << what;
+  EXPECT_GT(bound * scale * 2, 32768.0) << what << ": not the largest";
+}
+
+// The fp16 copy of rows [first, end) of w: the rows times one power-of-two scale, rounded to fp16.
+void expect_f16_copy_of_rows(const DenseWeight& w, int32_t first, int32_t end, const char* what) {
+  ASSERT_NE(w.half.rows.data, nullptr) << what;
+  EXPECT_EQ(w.half.first, first) << what;
+  EXPECT_EQ(w.half.end, end) << what;
+  const size_t count = static_cast<size_t>(end - first) * static_cast<size_t>(w.cols);
+  const std::vector<uint16_t> bf16 = download_bits(w.data + static_cast<size_t>(first) * static_cast<size_t>(w.cols), count);
+  double amax = 0.0;
+  for (uint16_t b : bf16) amax = std::max(amax, std::fabs(static_cast<double>(bf16_to_f32(b))));
+  expect_scale_for(w.half.rows.scale, amax, what);
+  DeviceBuffer<uint16_t> want(count);
+  launch_f16_rows(w.data + static_cast<size_t>(first) * static_cast<size_t>(w.cols), count, w.half.rows.scale, want.data(),
+                  nullptr);
+  IMP_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_EQ(download_bits(w.half.rows.data, count), want.download()) << what;
+}
+
+// A read whose x feeds fp16 rows: its scale maps sqrt(d) max |1 + norm| to at most 2^15.
+void expect_read_scale(const HyperConnectionDevice& hc, int64_t d, const char* what) {
+  const std::vector<uint16_t> norm = download_bits(hc.norm.data, static_cast<size_t>(hc.norm.rows) * static_cast<size_t>(hc.norm.cols));
+  double amax = 0.0;
+  for (uint16_t b : norm) amax = std::max(amax, std::fabs(1.0 + static_cast<double>(bf16_to_f32(b))));
+  expect_scale_for(hc.x16_scale, std::sqrt(static_cast<double>(d)) * amax, what);
+}
+
 TEST(GpuLowTermWeights, CopiesEveryRowButThoseFeedingATopKChoice) {
   const char* dir = "tests/fixtures/golden/ple_qsa";
   const model::ModelConfig c = model::load_config(dir);
@@ -51,32 +95,44 @@ TEST(GpuLowTermWeights, CopiesEveryRowButThoseFeedingATopKChoice) {
   const int32_t qkv = static_cast<int32_t>(c.num_attention_heads * 2 * c.head_dim + 2 * c.num_key_value_heads * c.head_dim);
   const int32_t experts = static_cast<int32_t>(c.num_experts), shared = static_cast<int32_t>(2 * c.shared_expert_intermediate_size);
   uint64_t bytes = 0;
+  const int32_t qk = static_cast<int32_t>(2 * c.gdn_key_dim()), vz_end = static_cast<int32_t>(c.gdn_conv_dim() + c.gdn_value_dim());
   auto count = [&](const DenseWeight& w) {
     bytes += static_cast<uint64_t>(w.low8.end - w.low8.first) * (static_cast<uint64_t>(w.cols) + 4);
+    bytes += static_cast<uint64_t>(w.half.end - w.half.first) * static_cast<uint64_t>(w.cols) * 2;
   };
-  int attention_layers = 0;
+  int attention_layers = 0, gdn_layers = 0;
   for (const LayerDevice& l : m->layers()) {
     if (l.gdn) {
-      expect_copy_of_rows(l.gdn->in_proj, 0, l.gdn->in_proj.rows, "GDN in_proj");
+      ++gdn_layers;
+      expect_copy_of_rows(l.gdn->in_proj, 0, qk, "GDN in_proj (query and key rows)");
+      ASSERT_EQ(l.gdn->in_proj.rows, vz_end + 2 * c.linear_num_value_heads) << "b and a follow v and z";
+      expect_f16_copy_of_rows(l.gdn->in_proj, qk, vz_end, "GDN in_proj (value and gate rows)");
       expect_copy_of_rows(l.gdn->out_proj, 0, l.gdn->out_proj.rows, "GDN out_proj");
+      expect_read_scale(l.attn_hc, c.hidden_size, "the GDN block's read");
       count(l.gdn->in_proj);
       count(l.gdn->out_proj);
     }
     if (l.attention) {
       ++attention_layers;
       ASSERT_GT(l.attention->in_proj.rows, qkv) << "the indexer's rows follow the query/key/value rows";
-      expect_copy_of_rows(l.attention->in_proj, 0, qkv, "attention in_proj (without the indexer rows)");
+      EXPECT_EQ(l.attention->in_proj.low8.codes.data, nullptr) << "attention in_proj: an E4M3 copy";
+      expect_f16_copy_of_rows(l.attention->in_proj, 0, qkv, "attention in_proj (without the indexer rows)");
       expect_copy_of_rows(l.attention->o_proj, 0, l.attention->o_proj.rows, "attention o_proj");
+      expect_read_scale(l.attn_hc, c.hidden_size, "the attention block's read");
       count(l.attention->in_proj);
       count(l.attention->o_proj);
     }
     ASSERT_EQ(l.moe.in_proj.rows, experts + shared + 1);
-    expect_copy_of_rows(l.moe.in_proj, experts, experts + shared, "MoE in_proj (the shared gate | up rows only)");
+    EXPECT_EQ(l.moe.in_proj.low8.codes.data, nullptr) << "MoE in_proj: an E4M3 copy";
+    expect_f16_copy_of_rows(l.moe.in_proj, experts, experts + shared, "MoE in_proj (the shared gate | up rows only)");
     expect_copy_of_rows(l.moe.shared_down, 0, l.moe.shared_down.rows, "shared down");
+    expect_read_scale(l.mlp_hc, c.hidden_size, "the MoE block's read");
     count(l.moe.in_proj);
     count(l.moe.shared_down);
   }
   EXPECT_GT(attention_layers, 0);
+  EXPECT_GT(gdn_layers, 0);
+  EXPECT_EQ(m->mixer().x16_scale, 0.0f) << "the final read feeds no fp16 rows";
   EXPECT_EQ(m->low_term_weight_bytes(), bytes);
 }
 

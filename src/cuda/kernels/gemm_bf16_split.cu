@@ -1,6 +1,7 @@
 #include "cuda/kernels/gemm_bf16_split.h"
 
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include <algorithm>
@@ -101,7 +102,73 @@ __global__ void quantize_rows_e4m3_kernel(const uint16_t* in, int cols, uint8_t*
   }
 }
 
+// fp16_rn(bf16 * scale), eight values per 16-byte load where count % 8 == 0.
+__global__ void f16_rows_kernel(const uint16_t* in, size_t count, float scale, __half* out) {
+  const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x, first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  for (size_t i = first; i < count; i += step) out[i] = __float2half_rn(bf16_value(in[i]) * scale);
+}
+
+__global__ void bf16_abs_max_kernel(const uint16_t* in, size_t count, float offset, float* out) {
+  const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x, first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  float m = 0.0f;
+  for (size_t i = first; i < count; i += step) m = fmaxf(m, fabsf(bf16_value(in[i]) + offset));
+  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  // Non-negative floats order as their bits.
+  if (threadIdx.x % 32 == 0) atomicMax(reinterpret_cast<unsigned int*>(out), __float_as_uint(m));
+}
+
+// x16 = fp16_rn((hi + lo) * scale), four values per step (8-byte loads and stores) when count % 4 == 0.
+__global__ void f16_terms_kernel(const uint16_t* hi, const uint16_t* lo, size_t count, float scale, __half* out) {
+  const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x, first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (count % 4 == 0) {
+    for (size_t i = first; i < count / 4; i += step) {
+      const uint2 h = reinterpret_cast<const uint2*>(hi)[i], l = reinterpret_cast<const uint2*>(lo)[i];
+      const uint32_t hw[2] = {h.x, h.y}, lw[2] = {l.x, l.y};
+      __half2 o[2];
+#pragma unroll
+      for (int w = 0; w < 2; ++w) {
+        o[w] = __floats2half2_rn((bf16_value(hw[w] & 0xffffu) + bf16_value(lw[w] & 0xffffu)) * scale,
+                                 (bf16_value(hw[w] >> 16) + bf16_value(lw[w] >> 16)) * scale);
+      }
+      reinterpret_cast<uint2*>(out)[i] = *reinterpret_cast<const uint2*>(o);
+    }
+    return;
+  }
+  for (size_t i = first; i < count; i += step) out[i] = __float2half_rn((bf16_value(hi[i]) + bf16_value(lo[i])) * scale);
+}
+
+unsigned grid_for(size_t items) { return static_cast<unsigned>(std::clamp<size_t>((items + kThreads - 1) / kThreads, 1, 132 * 16)); }
+
 }  // namespace
+
+void launch_f16_rows(const uint16_t* in, size_t count, float scale, uint16_t* out, cudaStream_t stream) {
+  if (count == 0) return;
+  f16_rows_kernel<<<grid_for(count), kThreads, 0, stream>>>(in, count, scale, reinterpret_cast<__half*>(out));
+  IMP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_bf16_abs_max(const uint16_t* in, size_t count, float offset, float* out, cudaStream_t stream) {
+  IMP_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(float), stream));
+  if (count == 0) return;
+  bf16_abs_max_kernel<<<grid_for(count), kThreads, 0, stream>>>(in, count, offset, out);
+  IMP_CUDA_CHECK_LAUNCH();
+}
+
+SplitActivations launch_f16_terms(const SplitActivations& x, float scale, uint16_t* out, cudaStream_t stream) {
+  const size_t count = static_cast<size_t>(x.rows) * static_cast<size_t>(x.k);
+  if (count > 0) {
+    if (count % 4 == 0 && (reinterpret_cast<uintptr_t>(x.hi) % 8 != 0 || reinterpret_cast<uintptr_t>(x.lo) % 8 != 0 ||
+                           reinterpret_cast<uintptr_t>(out) % 8 != 0)) {
+      throw_invalid_launch("f16_terms: the terms and the output must be 8-byte aligned");
+    }
+    f16_terms_kernel<<<grid_for(count / 4), kThreads, 0, stream>>>(x.hi, x.lo, count, scale, reinterpret_cast<__half*>(out));
+    IMP_CUDA_CHECK_LAUNCH();
+  }
+  SplitActivations result = x;
+  result.x16 = out;
+  result.x16_scale = scale;
+  return result;
+}
 
 void launch_quantize_rows_e4m3(const uint16_t* in, int32_t rows, int32_t cols, uint8_t* out, float* scales,
                                cudaStream_t stream) {
@@ -149,11 +216,15 @@ SplitActivations launch_split_bf16(const float* x, int32_t rows, int32_t k, floa
 }
 
 void launch_gemm_bf16_split(const SplitActivations& x, const uint16_t* weight, int32_t n_out, float* y,
-                            cudaStream_t stream, bool accumulate, Fp8Rows weight8) {
-  gemm_bf16_rows(x.hi, weight, x.rows, n_out, x.k, y, accumulate, stream);
+                            cudaStream_t stream, bool accumulate, Fp8Rows weight8, F16Rows weight16, int32_t ldy) {
+  if (x.x16 != nullptr && weight16.data != nullptr) {
+    gemm_f16_rows(x.x16, weight16.data, x.rows, n_out, x.k, 1.0f / (x.x16_scale * weight16.scale), y, accumulate, stream, ldy);
+    return;
+  }
+  gemm_bf16_rows(x.hi, weight, x.rows, n_out, x.k, y, accumulate, stream, ldy);
   const bool fp8 = x.lo8 != nullptr && weight8.data != nullptr &&
-                   gemm_fp8_rows_accumulate(x.lo8, x.lo8_scales, weight8.data, weight8.scales, x.rows, n_out, x.k, y, stream);
-  if (!fp8) gemm_bf16_rows(x.lo, weight, x.rows, n_out, x.k, y, true, stream);
+                   gemm_fp8_rows_accumulate(x.lo8, x.lo8_scales, weight8.data, weight8.scales, x.rows, n_out, x.k, y, stream, ldy);
+  if (!fp8) gemm_bf16_rows(x.lo, weight, x.rows, n_out, x.k, y, true, stream, ldy);
 }
 
 void launch_gemm_bf16_split(const float* x, const uint16_t* weight, int32_t rows, int32_t n_out, int32_t k, float* y,

@@ -15,12 +15,22 @@ namespace imp::cuda {
 // The two bf16 terms of x [rows, k] (fp32, row-major), made once for every GEMM that reads the same input.
 // They live in the caller's scratch (rows * k floats) until the next split into it. lo8 (optional): the low term
 // again as E4M3 with one scale per row (launch_low_term_fp8), for weights that have an FP8 copy.
+// x16 (optional): x again as one fp16 term, times a power of two x16_scale chosen from a bound on |x| so that
+// nothing overflows (launch_f16_terms), for weights that have an fp16 copy.
 struct SplitActivations {
   const uint16_t* hi = nullptr;
   const uint16_t* lo = nullptr;
   int32_t rows = 0, k = 0;
   const uint8_t* lo8 = nullptr;
   const float* lo8_scales = nullptr;  // [rows]
+  const uint16_t* x16 = nullptr;
+  float x16_scale = 1.0f;
+};
+
+// fp16 rows: row r ~ data[r, :] / scale, with scale a power of two (launch_f16_rows).
+struct F16Rows {
+  const uint16_t* data = nullptr;
+  float scale = 1.0f;
 };
 
 // E4M3 rows with one fp32 scale per row: row r ~ data[r, :] * scales[r].
@@ -34,6 +44,14 @@ struct Fp8Rows {
 // out = e4m3_rn_satfinite(v * (448 / amax)). out [rows, cols] bytes, scales [rows].
 void launch_quantize_rows_e4m3(const uint16_t* in, int32_t rows, int32_t cols, uint8_t* out, float* scales,
                                cudaStream_t stream);
+
+// out = fp16_rn(in * scale) for `count` bf16 values (scale a power of two: exact while the products stay in fp16's
+// normal range; |in| * scale must stay below 65504, which the caller's scale choice guarantees).
+void launch_f16_rows(const uint16_t* in, size_t count, float scale, uint16_t* out, cudaStream_t stream);
+// *out = max |v + offset| over `count` bf16 values v (device scalar; 0 for none), for the scales above.
+void launch_bf16_abs_max(const uint16_t* in, size_t count, float offset, float* out, cudaStream_t stream);
+// x with x16 = fp16_rn((hi + lo) * scale) in `out` (rows * k values; they live until the next conversion into it).
+SplitActivations launch_f16_terms(const SplitActivations& x, float scale, uint16_t* out, cudaStream_t stream);
 
 // x with its low term also as E4M3 rows (out: rows * k bytes, scales: rows floats; they live until the next
 // quantization into them).
@@ -49,8 +67,14 @@ const uint16_t* launch_split_bf16_rows(const float* x, int32_t rows, int32_t k, 
 // sides; otherwise the bf16 low term): ~1.5x the bf16 term's speed for a low term within ~2^-4 relative instead
 // of ~2^-9 (the whole product ~2^-12 instead of ~2^-16 of its scale). On the golden fixtures, with the copies of
 // DeviceModel::build_low_term_weights: at most 1.76e-3 of HF (1.59e-3 without), every greedy token the same.
+// With weight16 (W as fp16 rows) and x.x16 the product is instead one fp16 GEMM (W16 . x16, fp32 accumulation,
+// divided by both scales): x to ~2^-12 of each value instead of ~2^-16 (hi + lo) or ~2^-13 (hi + FP8 lo), at the
+// cost of one term. Where the golden fixtures take it (DeviceModel::build_low_term_weights) they stay within
+// 2e-3 of HF in the CPU emulation (bench/results/2026-12-02_cpu_precision_emulation_f16.txt). y's rows are ldy
+// apart (0: n_out).
 void launch_gemm_bf16_split(const SplitActivations& x, const uint16_t* weight, int32_t n_out, float* y,
-                            cudaStream_t stream, bool accumulate = false, Fp8Rows weight8 = {});
+                            cudaStream_t stream, bool accumulate = false, Fp8Rows weight8 = {}, F16Rows weight16 = {},
+                            int32_t ldy = 0);
 
 // Both steps for a one-off input.
 void launch_gemm_bf16_split(const float* x, const uint16_t* weight, int32_t rows, int32_t n_out, int32_t k, float* y,

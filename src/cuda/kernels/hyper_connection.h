@@ -30,11 +30,12 @@ SplitActivations launch_hc_mix(const float* mix, const SplitActivations& normed,
 // Prefill: the up projection and the mix in one kernel where hc_up_mix_fits: launch_hc_mix's outputs from the
 // GEMM's inputs, x = mean_s sigmoid(low_terms . up_s^T) * N_s with the sums over [hi | lo] (low_terms [rows, 2 rank],
 // launch_split_bf16_rows) against the first rank elements of each up row (rows up_stride elements apart), fp32
-// accumulation. m, the [rows, S*d] fp32 GEMM output, is never written.
+// accumulation. m, the [rows, S*d] fp32 GEMM output, is never written. With x16 (8-byte aligned, rows * d) it also
+// writes x's fp16 term from its split terms as launch_f16_terms does (the same bits), returned in the terms.
 bool hc_up_mix_fits(int32_t streams, int32_t d, int32_t rank);  // S = 4, d % 64 == 0, rank % 8 == 0, rank <= 320
 SplitActivations launch_hc_up_mix(const uint16_t* low_terms, const uint16_t* up, int32_t up_stride, int32_t rank,
                                   const SplitActivations& normed, int32_t streams, int32_t d, float* x,
-                                  float* x_scratch, cudaStream_t stream);
+                                  float* x_scratch, cudaStream_t stream, uint16_t* x16 = nullptr, float x16_scale = 0.0f);
 // Decode (one row), the whole read in two kernels instead of six:
 //   launch_hc_read_down: the grouped (1 + w) RMSNorm folded into the GEMV of down_inject [rank (+ S), S*d]
 //     (each output sums per group, then scales by the group's rsqrt), activations applied: low[i < rank] =

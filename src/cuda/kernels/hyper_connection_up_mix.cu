@@ -4,6 +4,8 @@
 // mix's read of them are most of those bytes. Here each block owns 64 columns j of x, i.e. the 4 x 64 rows
 // s * d + j of the up weight, keeps them in shared memory for all its tokens, and applies sigmoid and the stream
 // sum to the accumulators in registers: m never leaves the SM (at 4096 tokens 135 us per read; session 30).
+#include <cuda_fp16.h>
+
 #include <algorithm>
 
 #include "cuda/check.h"
@@ -63,7 +65,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                      const __grid_constant__ CUtensorMap n_hi_map, const __grid_constant__ CUtensorMap n_lo_map,
                      const uint16_t* up, int up_stride, const uint16_t* n_hi, const uint16_t* n_lo, int rows, int d,
                      int rank, int per_slice, float* x,
-                     uint16_t* x_hi, uint16_t* x_lo) {
+                     uint16_t* x_hi, uint16_t* x_lo, uint16_t* x16, float x16_scale) {
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* b_tile = smem + (1024 - smem_addr(smem) % 1024) % 1024;  // [rank / 64][S][64 rows][128 bytes], swizzled
   const int kboxes = k_boxes(rank);
@@ -215,6 +217,13 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (x != nullptr) *reinterpret_cast<float4*>(x + at) = make_float4(v[0], v[1], v[2], v[3]);
         *reinterpret_cast<uint2*>(x_hi + at) = make_uint2(hi[0] | static_cast<uint32_t>(hi[1]) << 16, hi[2] | static_cast<uint32_t>(hi[3]) << 16);
         *reinterpret_cast<uint2*>(x_lo + at) = make_uint2(lo[0] | static_cast<uint32_t>(lo[1]) << 16, lo[2] | static_cast<uint32_t>(lo[3]) << 16);
+        if (x16 != nullptr) {  // from the terms, as launch_f16_terms
+          float f[4];
+#pragma unroll
+          for (int e = 0; e < 4; ++e) f[e] = (bf16_bits_to_float(hi[e]) + bf16_bits_to_float(lo[e])) * x16_scale;
+          const __half2 h[2] = {__floats2half2_rn(f[0], f[1]), __floats2half2_rn(f[2], f[3])};
+          *reinterpret_cast<uint2*>(x16 + at) = *reinterpret_cast<const uint2*>(h);
+        }
       }
     }
   }
@@ -228,7 +237,7 @@ bool hc_up_mix_fits(int32_t streams, int32_t d, int32_t rank) {
 
 SplitActivations launch_hc_up_mix(const uint16_t* low_terms, const uint16_t* up, int32_t up_stride, int32_t rank,
                                   const SplitActivations& normed, int32_t streams, int32_t d, float* x,
-                                  float* x_scratch, cudaStream_t stream) {
+                                  float* x_scratch, cudaStream_t stream, uint16_t* x16, float x16_scale) {
   if (!hc_up_mix_fits(streams, d, rank)) {
     throw_invalid_launch("hc_up_mix: needs 4 streams, d % 64 == 0 and rank a multiple of 8 up to 320");
   }
@@ -237,11 +246,15 @@ SplitActivations launch_hc_up_mix(const uint16_t* low_terms, const uint16_t* up,
   const int32_t rows = normed.rows;
   auto* x_hi = reinterpret_cast<uint16_t*>(x_scratch);
   uint16_t* x_lo = x_hi + static_cast<size_t>(rows) * d;
-  const SplitActivations terms{x_hi, x_lo, rows, d};
+  SplitActivations terms{x_hi, x_lo, rows, d};
+  if (x16 != nullptr) {
+    terms.x16 = x16;
+    terms.x16_scale = x16_scale;
+  }
   if (rows == 0) return terms;
   if (reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(x_scratch) % 8 != 0 ||
-      reinterpret_cast<uintptr_t>(up) % 16 != 0) {
-    throw_invalid_launch("hc_up_mix: x and up must be 16-byte aligned, x_scratch 8-byte");
+      reinterpret_cast<uintptr_t>(up) % 16 != 0 || reinterpret_cast<uintptr_t>(x16) % 8 != 0) {
+    throw_invalid_launch("hc_up_mix: x and up must be 16-byte aligned, x_scratch and x16 8-byte");
   }
   const size_t bytes = shared_bytes(rank);
   static const bool ready = [] {
@@ -262,7 +275,7 @@ SplitActivations launch_hc_up_mix(const uint16_t* low_terms, const uint16_t* up,
   const int slices = d / kCols, tiles = (rows + kTileRows - 1) / kTileRows;
   const int per_slice = std::max(1, std::min(sm_count() / slices, tiles));
   launch_kernel(hc_up_mix_kernel, slices * per_slice, kThreads, bytes, stream, 1, hi_map, lo_map, n_hi_map, n_lo_map,
-                up, up_stride, normed.hi, normed.lo, rows, d, rank, per_slice, x, x_hi, x_lo);
+                up, up_stride, normed.hi, normed.lo, rows, d, rank, per_slice, x, x_hi, x_lo, x16, x16_scale);
   return terms;
 }
 
