@@ -367,8 +367,7 @@ uint64_t DeviceModel::decode_bytes_per_token() const {
 
 namespace {
 
-// The rows build_low_term_weights copies (see there): e4m3(weight, first row, end row) and
-// f16(weight, first row, end row, the hyper-connection read whose x the rows multiply).
+// The rows build_low_term_weights copies (see there): e4m3(weight, first row, end row) and f16(the same).
 template <typename Layers, typename E4m3, typename F16>
 void for_each_low_term_weight(const model::ModelConfig& c, Layers& layers, E4m3 e4m3, F16 f16) {
   const int32_t qkv_rows = static_cast<int32_t>(c.num_attention_heads * 2 * c.head_dim + 2 * c.num_key_value_heads * c.head_dim);
@@ -379,14 +378,14 @@ void for_each_low_term_weight(const model::ModelConfig& c, Layers& layers, E4m3 
   for (auto& l : layers) {
     if (l.gdn) {
       e4m3(l.gdn->in_proj, 0, qk_rows);
-      f16(l.gdn->in_proj, qk_rows, vz_end, l.attn_hc);  // v, then z; b and a (2 x 48 rows) keep bf16 terms
-      e4m3(l.gdn->out_proj, 0, l.gdn->out_proj.rows);
+      f16(l.gdn->in_proj, qk_rows, vz_end);  // v, then z; b and a (2 x 48 rows) keep bf16 terms
+      f16(l.gdn->out_proj, 0, l.gdn->out_proj.rows);
     }
     if (l.attention) {
-      f16(l.attention->in_proj, 0, qkv_rows, l.attn_hc);  // the indexer's rows follow
-      e4m3(l.attention->o_proj, 0, l.attention->o_proj.rows);
+      f16(l.attention->in_proj, 0, qkv_rows);  // the indexer's rows follow
+      f16(l.attention->o_proj, 0, l.attention->o_proj.rows);
     }
-    f16(l.moe.in_proj, experts, experts + shared_rows, l.mlp_hc);  // after the router, before the shared gate logit
+    f16(l.moe.in_proj, experts, experts + shared_rows);  // after the router, before the shared gate logit
     e4m3(l.moe.shared_down, 0, l.moe.shared_down.rows);
   }
 }
@@ -396,12 +395,26 @@ float f16_scale_for(double bound) {
   return bound > 0.0 ? std::ldexp(1.0f, static_cast<int>(std::floor(std::log2(32768.0 / bound)))) : 1.0f;
 }
 
-// max |v + offset| over a bf16 array, on the host (a load-time query).
+// Load-time queries, on the host: max |v + offset| over a bf16 array, and the largest row sum of |v| of a bf16
+// matrix.
 float abs_max(const uint16_t* data, size_t count, float offset, DeviceBuffer<float>& scratch) {
   launch_bf16_abs_max(data, count, offset, scratch.data(), nullptr);
   float m = 0.0f;
   IMP_CUDA_CHECK(cudaMemcpy(&m, scratch.data(), sizeof(float), cudaMemcpyDeviceToHost));
   return m;
+}
+float row_abs_sum_max(const uint16_t* data, int32_t rows, int32_t cols, DeviceBuffer<float>& scratch) {
+  launch_bf16_row_abs_sum_max(data, rows, cols, scratch.data(), nullptr);
+  float m = 0.0f;
+  IMP_CUDA_CHECK(cudaMemcpy(&m, scratch.data(), sizeof(float), cudaMemcpyDeviceToHost));
+  return m;
+}
+
+// A bound on |x| of a hyper-connection read: x is a convex mix of the streams' normed values, each at most
+// sqrt(d) |1 + w| for the RMS over d.
+double read_bound(const HyperConnectionDevice& read, int64_t d, DeviceBuffer<float>& scratch) {
+  const size_t count = static_cast<size_t>(read.norm.rows) * static_cast<size_t>(read.norm.cols);
+  return std::sqrt(static_cast<double>(d)) * abs_max(read.norm.data, count, 1.0f, scratch);
 }
 
 }  // namespace
@@ -413,7 +426,7 @@ uint64_t DeviceModel::low_term_weight_bytes() const {
       [&](const DenseWeight& w, int32_t first, int32_t end) {
         bytes += static_cast<uint64_t>(end - first) * (static_cast<uint64_t>(w.cols) + 4);
       },
-      [&](const DenseWeight& w, int32_t first, int32_t end, const HyperConnectionDevice&) {
+      [&](const DenseWeight& w, int32_t first, int32_t end) {
         bytes += static_cast<uint64_t>(end - first) * static_cast<uint64_t>(w.cols) * 2;
       });
   return bytes;
@@ -422,10 +435,10 @@ uint64_t DeviceModel::low_term_weight_bytes() const {
 void DeviceModel::build_low_term_weights() {
   if (has_low_term_weights()) return;
   DeviceBuffer<float> scratch(1);
-  const double sqrt_d = std::sqrt(static_cast<double>(config_.hidden_size));
   for_each_low_term_weight(
       config_, layers_,
       [&](DenseWeight& w, int32_t first, int32_t end) {
+        if (end == first) return;
         const size_t rows = static_cast<size_t>(end - first), cols = static_cast<size_t>(w.cols);
         DeviceBuffer<uint8_t> codes(rows * cols);
         DeviceBuffer<float> scales(rows);
@@ -435,7 +448,8 @@ void DeviceModel::build_low_term_weights() {
         low8_codes_.push_back(std::move(codes));
         low8_scales_.push_back(std::move(scales));
       },
-      [&](DenseWeight& w, int32_t first, int32_t end, HyperConnectionDevice& read) {
+      [&](DenseWeight& w, int32_t first, int32_t end) {
+        if (end == first) return;
         const size_t count = static_cast<size_t>(end - first) * static_cast<size_t>(w.cols);
         const uint16_t* rows = w.data + static_cast<size_t>(first) * static_cast<size_t>(w.cols);
         const float scale = f16_scale_for(abs_max(rows, count, 0.0f, scratch));
@@ -443,9 +457,30 @@ void DeviceModel::build_low_term_weights() {
         launch_f16_rows(rows, count, scale, copy.data(), nullptr);
         w.half = {{copy.data(), scale}, first, end};
         half_copies_.push_back(std::move(copy));
-        read.x16_scale = f16_scale_for(sqrt_d * abs_max(read.norm.data, static_cast<size_t>(read.norm.rows) *
-                                                                          static_cast<size_t>(read.norm.cols), 1.0f, scratch));
       });
+  // The scales of the inputs those copies multiply (each bound maps to at most 2^15: no fp16 overflow).
+  const int64_t d = config_.hidden_size, conv = config_.gdn_conv_dim();
+  for (LayerDevice& l : layers_) {
+    const double x_bound = read_bound(l.attn_hc, d, scratch);
+    l.attn_hc.x16_scale = f16_scale_for(x_bound);
+    if (l.moe.in_proj.half.rows.data != nullptr) l.mlp_hc.x16_scale = f16_scale_for(read_bound(l.mlp_hc, d, scratch));
+    if (l.gdn) {
+      const DenseWeight& in = l.gdn->in_proj;
+      const double z_bound = row_abs_sum_max(in.data + conv * in.cols, static_cast<int32_t>(config_.gdn_value_dim()),
+                                             in.cols, scratch) * x_bound;
+      const double norm_max = abs_max(l.gdn->small.norm, static_cast<size_t>(config_.linear_value_head_dim), 0.0f, scratch);
+      // |silu(z)| <= max(|z|, 0.2785) (the minimum of silu is -0.2785)
+      l.gdn->core16_scale = f16_scale_for(std::sqrt(static_cast<double>(config_.linear_value_head_dim)) * norm_max *
+                                          std::max(z_bound, 0.2785));
+    }
+    if (l.attention) {
+      const DenseWeight& in = l.attention->in_proj;
+      const int64_t kv_width = config_.num_key_value_heads * config_.head_dim;
+      const int64_t v_first = config_.num_attention_heads * 2 * config_.head_dim + kv_width;
+      l.attention->core16_scale =
+          f16_scale_for(row_abs_sum_max(in.data + v_first * in.cols, static_cast<int32_t>(kv_width), in.cols, scratch) * x_bound);
+    }
+  }
   IMP_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

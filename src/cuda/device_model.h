@@ -65,6 +65,10 @@ struct GatedDeltaNetDevice {
   DenseWeight in_proj;   // [conv_dim + value_dim + 2 value_heads, d]: qkv, z, b, a
   DenseWeight out_proj;  // [d, value_dim]
   GatedDeltaNetWeightsDevice small;
+  // The power of two prefill's fp16 copy of the output projection's input (the gated norm's output) is scaled by,
+  // from |core| <= sqrt(head dim) max |norm| max(|silu(z)|), |z_i| <= |W_z row i|_1 * (the read's bound on |x|);
+  // 0 without that copy (DeviceModel::build_low_term_weights).
+  float core16_scale = 0.0f;
 };
 
 struct AttentionDevice {
@@ -74,6 +78,9 @@ struct AttentionDevice {
   DenseWeight o_proj;
   DenseWeight q_norm, k_norm;                  // [hd]
   DenseWeight index_q_norm, index_k_norm;      // [indexer dim]; empty without QSA
+  // The same for the output projection's input: sigmoid(gate) times a convex mix of value rows, so |core| <=
+  // max_i |W_v row i|_1 * (the read's bound on |x|).
+  float core16_scale = 0.0f;
 };
 
 struct MoeDevice {
@@ -124,12 +131,13 @@ class DeviceModel {
   uint64_t device_bytes() const { return device_bytes_; }
 
   // Prefill's cheaper copies of the GEMM weights whose products need not be fp32-grade (launch_gemm_bf16_split):
-  // - fp16 copies (one power-of-two scale per copy) of the rows whose input is a hyper-connection read's x (bounded,
-  //   HyperConnectionDevice::x16_scale): the GDN value and gate rows, the attention query/key/value rows and the
-  //   shared expert's gate | up rows. Those GEMMs run as one fp16 term (x to ~2^-12) instead of two.
+  // - fp16 copies (one power-of-two scale per copy) of the rows whose input has a bound from the weights
+  //   (HyperConnectionDevice::x16_scale, GatedDeltaNetDevice::core16_scale, AttentionDevice::core16_scale): the GDN
+  //   value and gate rows, the attention query/key/value rows, the shared expert's gate | up rows, the GDN and
+  //   attention output projections. Those GEMMs run as one fp16 term (x to ~2^-12) instead of two.
   // - E4M3 copies (one scale per row) of the GDN query and key rows (with fp16 inputs they moved ple_qsa to 0.024
-  //   of HF in the CPU emulation), the GDN and attention output projections and the shared expert's down
-  //   projection: the low term of their split-bf16 GEMMs runs in FP8, ~2^-12 of the product instead of ~2^-16.
+  //   of HF in the CPU emulation) and the shared expert's down projection (its input, silu(gate) * up, has no
+  //   useful bound): the low term of their split-bf16 GEMMs runs in FP8, ~2^-12 of the product instead of ~2^-16.
   // Not the rows whose outputs feed a top-k choice (the router, the QSA indexer): with an FP8 low term, near-tied
   // choices flipped on 5 of 8 golden fixtures (long_sparse 0.337 of HF). The engine builds them when its memory
   // plan has room; their bytes first.

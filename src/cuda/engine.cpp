@@ -77,9 +77,9 @@ CudaEngine::CudaEngine(const std::filesystem::path& model_dir, const runtime::En
   const uint64_t low8_bytes = model_->low_term_weight_bytes();
   if (runtime::plan_low_term_weights(low8_bytes, free_bytes)) {
     model_->build_low_term_weights();
-    log::info("prefill low-term weights: fp16 copies of the GDN value/gate, attention query/key/value and shared-expert "
-              "gate/up rows (one fp16 term) and E4M3 copies of the GDN query/key rows and the output projections (an "
-              "FP8 low term), not the router's or the indexer's rows, {:.2f} GiB "
+    log::info("prefill low-term weights: fp16 copies of the GDN value/gate and output, attention query/key/value and "
+              "output and shared-expert gate/up rows (one fp16 term), E4M3 copies of the GDN query/key and shared-expert "
+              "down rows (an FP8 low term), not the router's or the indexer's rows, {:.2f} GiB "
               "({:.1f}% of the {:.2f} GiB free after the weights, at most 10%)",
               static_cast<double>(low8_bytes) / kGiB, 100.0 * static_cast<double>(low8_bytes) / static_cast<double>(free_bytes),
               static_cast<double>(free_bytes) / kGiB);

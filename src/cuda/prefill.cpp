@@ -68,6 +68,13 @@ void gemm_rows(const DenseWeight& w, int64_t first_row, int64_t rows, const Spli
 SplitActivations with_low8(const SplitActivations& x, PrefillWorkspace& ws, cudaStream_t stream) {
   return ws.lo8.size() == 0 ? x : launch_low_term_fp8(x, ws.lo8.data(), ws.lo8_scales.data(), stream);
 }
+// An output projection's input with its fp16 term (in ws.x16: the read's x16 is spent by then) where the weight
+// has an fp16 copy (scale != 0), else with its FP8 low term.
+SplitActivations with_f16_or_low8(const SplitActivations& x, float scale, PrefillWorkspace& ws, cudaStream_t stream) {
+  if (scale == 0.0f || ws.x16.size() == 0) return with_low8(x, ws, stream);
+  ws.x16_scale = 0.0f;  // x_terms no longer finds the read's fp16 term there
+  return launch_f16_terms(x, scale, ws.x16.data(), stream);
+}
 void gemm(const DenseWeight& w, const SplitActivations& x, float* y, cudaStream_t stream) {
   gemm_rows(w, 0, w.rows, x, y, stream);
 }
@@ -199,7 +206,7 @@ void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, 
     }
     core = split(ws.core.data(), T, vd, ws, stream);
   }
-  gemm(g.out_proj, with_low8(core, ws, stream), ws.y.data(), stream);
+  gemm(g.out_proj, with_f16_or_low8(core, g.core16_scale, ws, stream), ws.y.data(), stream);
 }
 
 void attention(const model::ModelConfig& c, const DeviceModel& model, const AttentionDevice& a, const KvCache& kv,
@@ -275,7 +282,8 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
                               heads, kv_heads, hd, ws.attention_partials.data(), ws.core.data(), stream);
     }
   }
-  gemm(a.o_proj, with_low8(split(ws.core.data(), T, int64_t{heads} * hd, ws, stream), ws, stream), ws.y.data(), stream);
+  gemm(a.o_proj, with_f16_or_low8(split(ws.core.data(), T, int64_t{heads} * hd, ws, stream), a.core16_scale, ws, stream),
+       ws.y.data(), stream);
 }
 
 // Bitmap words per row for sequences of up to max_context tokens: blocks 0 .. max_context / ratio.
@@ -383,7 +391,7 @@ PrefillWorkspace::PrefillWorkspace(const DeviceModel& model, int32_t max_tokens_
   if (model.has_low_term_weights()) {
     lo8 = DeviceBuffer<uint8_t>(T * sz(max_gemm_inputs(c)));
     lo8_scales = DeviceBuffer<float>(T);
-    x16 = DeviceBuffer<uint16_t>(T * d);
+    x16 = DeviceBuffer<uint16_t>(T * sz(max_gemm_inputs(c)));
   }
   const size_t moe_bytes = moe_prefill_workspace_bytes(model.slot_layout(), max_tokens, static_cast<int32_t>(kk),
                                                        static_cast<int32_t>(c.num_experts));
@@ -406,7 +414,7 @@ uint64_t PrefillWorkspace::bytes_for(const DeviceModel& model, int32_t tokens, i
                                                                           static_cast<int32_t>(c.head_dim));
   const uint64_t split_bytes = 4 * T * static_cast<uint64_t>(max_gemm_inputs(c));
   const uint64_t low8_bytes =
-      model.has_low_term_weights() ? T * (static_cast<uint64_t>(max_gemm_inputs(c)) + 4 + 2 * c.hidden_size) : 0;
+      model.has_low_term_weights() ? T * (3 * static_cast<uint64_t>(max_gemm_inputs(c)) + 4) : 0;
   const uint64_t expert_act_bytes = model.slot_layout().format == model::SlotFormat::kBf16
                                         ? 2 * T * static_cast<uint64_t>(c.num_experts_per_tok) * model.slot_layout().padded_intermediate
                                         : 0;

@@ -48,8 +48,9 @@ struct PrefillWorkspace {
   // [T, k <= max GEMM input] and their scales [T] (with_low8 in prefill.cpp).
   DeviceBuffer<uint8_t> lo8;
   DeviceBuffer<float> lo8_scales;
-  // x again as one fp16 term [T, d] (launch_f16_terms) and its scale, made by each hyper-connection read whose x
-  // feeds rows with an fp16 copy (DeviceModel::build_low_term_weights); empty without those copies.
+  // x again as one fp16 term [T, k <= max GEMM input] (launch_f16_terms) and its scale, made by each
+  // hyper-connection read whose x feeds rows with an fp16 copy (DeviceModel::build_low_term_weights), then by the
+  // output projections' inputs; empty without those copies.
   DeviceBuffer<uint16_t> x16;
   float x16_scale = 0.0f;
   DeviceBuffer<uint8_t> scratch;                        // the expert GEMM's and chunked GDN's workspace (shared)

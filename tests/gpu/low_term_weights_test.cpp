@@ -1,10 +1,12 @@
 // DeviceModel::build_low_term_weights on a golden fixture (QSA attention, a shared expert): which rows get an fp16
-// copy (the GDN value and gate rows, the attention query/key/value rows, the shared expert's gate | up rows) and
-// which an E4M3 copy (the GDN query and key rows, every output projection row); never the router's or the QSA
-// indexer's rows, whose outputs feed a top-k choice. The copies hold those rows (E4M3 against
+// copy (the GDN value and gate rows, the attention query/key/value rows, the shared expert's gate | up rows, the
+// GDN and attention output projections) and which an E4M3 copy (the GDN query and key rows, the shared expert's
+// down projection); never the router's or the QSA indexer's rows, whose outputs feed a top-k choice. The copies hold those rows (E4M3 against
 // launch_quantize_rows_e4m3 of the same rows, fp16 against launch_f16_rows with the largest power-of-two scale
 // that keeps the rows' largest magnitude within 2^15, bit for bit), the reads whose x those fp16 rows multiply
-// carry their scale (sqrt(d) max |1 + norm| within 2^15), and low_term_weight_bytes counts exactly what was built.
+// carry their scale (sqrt(d) max |1 + norm| within 2^15), so do the output projections' inputs (their bounds from
+// the weights, GatedDeltaNetDevice / AttentionDevice::core16_scale), and low_term_weight_bytes counts exactly what
+// was built.
 // Run from the repository root.
 #include <gtest/gtest.h>
 
@@ -50,11 +52,20 @@ std::vector<uint16_t> download_bits(const uint16_t* device, size_t count) {
   return out;
 }
 
-// The largest power of two p with bound * p <= 2^15 (checked against the definition, not computed the same way).
-void expect_scale_for(float scale, double bound, const char* what) {
+// The largest power of two p with bound * p <= 2^15 (checked against the definition, not computed the same way;
+// `slack`: the relative difference allowed where the engine sums the bound in fp32).
+void expect_scale_for(float scale, double bound, const char* what, double slack = 0.0) {
   EXPECT_EQ(std::exp2(std::round(std::log2(scale))), scale) << what << ": not a power of two";
-  EXPECT_LE(bound * scale, 32768.0) << what;
-  EXPECT_GT(bound * scale * 2, 32768.0) << what << ": not the largest";
+  EXPECT_LE(bound * scale, 32768.0 * (1.0 + slack)) << what;
+  EXPECT_GT(bound * scale * 2, 32768.0 * (1.0 - slack)) << what << ": not the largest";
+}
+
+// sqrt(d) max |1 + norm| of a read.
+double read_bound(const HyperConnectionDevice& hc, int64_t d) {
+  const std::vector<uint16_t> norm = download_bits(hc.norm.data, static_cast<size_t>(hc.norm.rows) * static_cast<size_t>(hc.norm.cols));
+  double amax = 0.0;
+  for (uint16_t b : norm) amax = std::max(amax, std::fabs(1.0 + static_cast<double>(bf16_to_f32(b))));
+  return std::sqrt(static_cast<double>(d)) * amax;
 }
 
 // The fp16 copy of rows [first, end) of w: the rows times one power-of-two scale, rounded to fp16.
@@ -76,10 +87,7 @@ void expect_f16_copy_of_rows(const DenseWeight& w, int32_t first, int32_t end, c
 
 // A read whose x feeds fp16 rows: its scale maps sqrt(d) max |1 + norm| to at most 2^15.
 void expect_read_scale(const HyperConnectionDevice& hc, int64_t d, const char* what) {
-  const std::vector<uint16_t> norm = download_bits(hc.norm.data, static_cast<size_t>(hc.norm.rows) * static_cast<size_t>(hc.norm.cols));
-  double amax = 0.0;
-  for (uint16_t b : norm) amax = std::max(amax, std::fabs(1.0 + static_cast<double>(bf16_to_f32(b))));
-  expect_scale_for(hc.x16_scale, std::sqrt(static_cast<double>(d)) * amax, what);
+  expect_scale_for(hc.x16_scale, read_bound(hc, d), what);
 }
 
 TEST(GpuLowTermWeights, CopiesEveryRowButThoseFeedingATopKChoice) {
@@ -107,8 +115,25 @@ TEST(GpuLowTermWeights, CopiesEveryRowButThoseFeedingATopKChoice) {
       expect_copy_of_rows(l.gdn->in_proj, 0, qk, "GDN in_proj (query and key rows)");
       ASSERT_EQ(l.gdn->in_proj.rows, vz_end + 2 * c.linear_num_value_heads) << "b and a follow v and z";
       expect_f16_copy_of_rows(l.gdn->in_proj, qk, vz_end, "GDN in_proj (value and gate rows)");
-      expect_copy_of_rows(l.gdn->out_proj, 0, l.gdn->out_proj.rows, "GDN out_proj");
+      expect_f16_copy_of_rows(l.gdn->out_proj, 0, l.gdn->out_proj.rows, "GDN out_proj");
+      EXPECT_EQ(l.gdn->out_proj.low8.codes.data, nullptr) << "GDN out_proj: an E4M3 copy";
       expect_read_scale(l.attn_hc, c.hidden_size, "the GDN block's read");
+      // sqrt(head dim) max |norm| max |z|, |z_i| <= |W_z row i|_1 * sqrt(d) max |1 + read norm|
+      const int64_t conv = c.gdn_conv_dim(), vd = c.gdn_value_dim();
+      const std::vector<uint16_t> z_rows = download_bits(l.gdn->in_proj.data + conv * l.gdn->in_proj.cols,
+                                                         static_cast<size_t>(vd * l.gdn->in_proj.cols));
+      const std::vector<uint16_t> norm = download_bits(l.gdn->small.norm, static_cast<size_t>(c.linear_value_head_dim));
+      double z_row = 0.0, norm_max = 0.0;
+      for (int64_t r = 0; r < vd; ++r) {
+        double sum = 0.0;
+        for (int32_t i = 0; i < l.gdn->in_proj.cols; ++i) sum += std::fabs(bf16_to_f32(z_rows[static_cast<size_t>(r * l.gdn->in_proj.cols + i)]));
+        z_row = std::max(z_row, sum);
+      }
+      for (uint16_t b : norm) norm_max = std::max(norm_max, std::fabs(static_cast<double>(bf16_to_f32(b))));
+      expect_scale_for(l.gdn->core16_scale,
+                       std::sqrt(static_cast<double>(c.linear_value_head_dim)) * norm_max *
+                           std::max(0.2785, z_row * read_bound(l.attn_hc, c.hidden_size)),
+                       "the GDN output projection's input", 1e-5);
       count(l.gdn->in_proj);
       count(l.gdn->out_proj);
     }
@@ -117,8 +142,21 @@ TEST(GpuLowTermWeights, CopiesEveryRowButThoseFeedingATopKChoice) {
       ASSERT_GT(l.attention->in_proj.rows, qkv) << "the indexer's rows follow the query/key/value rows";
       EXPECT_EQ(l.attention->in_proj.low8.codes.data, nullptr) << "attention in_proj: an E4M3 copy";
       expect_f16_copy_of_rows(l.attention->in_proj, 0, qkv, "attention in_proj (without the indexer rows)");
-      expect_copy_of_rows(l.attention->o_proj, 0, l.attention->o_proj.rows, "attention o_proj");
+      expect_f16_copy_of_rows(l.attention->o_proj, 0, l.attention->o_proj.rows, "attention o_proj");
+      EXPECT_EQ(l.attention->o_proj.low8.codes.data, nullptr) << "attention o_proj: an E4M3 copy";
       expect_read_scale(l.attn_hc, c.hidden_size, "the attention block's read");
+      // max |W_v row i|_1 * sqrt(d) max |1 + read norm|
+      const int64_t kv_width = c.num_key_value_heads * c.head_dim, v_first = c.num_attention_heads * 2 * c.head_dim + kv_width;
+      const int32_t cols = l.attention->in_proj.cols;
+      const std::vector<uint16_t> v_rows = download_bits(l.attention->in_proj.data + v_first * cols, static_cast<size_t>(kv_width * cols));
+      double v_row = 0.0;
+      for (int64_t r = 0; r < kv_width; ++r) {
+        double sum = 0.0;
+        for (int32_t i = 0; i < cols; ++i) sum += std::fabs(bf16_to_f32(v_rows[static_cast<size_t>(r * cols + i)]));
+        v_row = std::max(v_row, sum);
+      }
+      expect_scale_for(l.attention->core16_scale, v_row * read_bound(l.attn_hc, c.hidden_size),
+                       "the attention output projection's input", 1e-5);
       count(l.attention->in_proj);
       count(l.attention->o_proj);
     }

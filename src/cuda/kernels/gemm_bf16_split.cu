@@ -117,6 +117,16 @@ __global__ void bf16_abs_max_kernel(const uint16_t* in, size_t count, float offs
   if (threadIdx.x % 32 == 0) atomicMax(reinterpret_cast<unsigned int*>(out), __float_as_uint(m));
 }
 
+// One warp per row: the row's sum of magnitudes (fp32; a bound, not an exact figure), then the largest.
+__global__ void bf16_row_abs_sum_max_kernel(const uint16_t* in, int rows, int cols, float* out) {
+  const int row = blockIdx.x * (kThreads / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  float sum = 0.0f;
+  for (int c = lane; c < cols; c += 32) sum += fabsf(bf16_value(in[static_cast<size_t>(row) * cols + c]));
+  for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (lane == 0) atomicMax(reinterpret_cast<unsigned int*>(out), __float_as_uint(sum));
+}
+
 // x16 = fp16_rn((hi + lo) * scale), four values per step (8-byte loads and stores) when count % 4 == 0.
 __global__ void f16_terms_kernel(const uint16_t* hi, const uint16_t* lo, size_t count, float scale, __half* out) {
   const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x, first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
@@ -151,6 +161,14 @@ void launch_bf16_abs_max(const uint16_t* in, size_t count, float offset, float* 
   IMP_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(float), stream));
   if (count == 0) return;
   bf16_abs_max_kernel<<<grid_for(count), kThreads, 0, stream>>>(in, count, offset, out);
+  IMP_CUDA_CHECK_LAUNCH();
+}
+
+void launch_bf16_row_abs_sum_max(const uint16_t* in, int32_t rows, int32_t cols, float* out, cudaStream_t stream) {
+  IMP_CUDA_CHECK(cudaMemsetAsync(out, 0, sizeof(float), stream));
+  if (rows == 0) return;
+  const int per_block = kThreads / 32;
+  bf16_row_abs_sum_max_kernel<<<(rows + per_block - 1) / per_block, kThreads, 0, stream>>>(in, rows, cols, out);
   IMP_CUDA_CHECK_LAUNCH();
 }
 

@@ -50,6 +50,8 @@ void launch_quantize_rows_e4m3(const uint16_t* in, int32_t rows, int32_t cols, u
 void launch_f16_rows(const uint16_t* in, size_t count, float scale, uint16_t* out, cudaStream_t stream);
 // *out = max |v + offset| over `count` bf16 values v (device scalar; 0 for none), for the scales above.
 void launch_bf16_abs_max(const uint16_t* in, size_t count, float offset, float* out, cudaStream_t stream);
+// *out = max over rows of sum_c |v[r, c]| for a bf16 matrix [rows, cols] (device scalar), for the scales above.
+void launch_bf16_row_abs_sum_max(const uint16_t* in, int32_t rows, int32_t cols, float* out, cudaStream_t stream);
 // x with x16 = fp16_rn((hi + lo) * scale) in `out` (rows * k values; they live until the next conversion into it).
 SplitActivations launch_f16_terms(const SplitActivations& x, float scale, uint16_t* out, cudaStream_t stream);
 
