@@ -68,15 +68,19 @@ void gemm_rows(const DenseWeight& w, int64_t first_row, int64_t rows, const Spli
 SplitActivations with_low8(const SplitActivations& x, PrefillWorkspace& ws, cudaStream_t stream) {
   return ws.lo8.size() == 0 ? x : launch_low_term_fp8(x, ws.lo8.data(), ws.lo8_scales.data(), stream);
 }
-// An output projection's input with its fp16 term (in ws.x16: the read's x16 is spent by then) where the weight
-// has an fp16 copy (scale != 0), else with its FP8 low term.
-SplitActivations with_f16_or_low8(const SplitActivations& x, float scale, PrefillWorkspace& ws, cudaStream_t stream) {
-  if (scale == 0.0f || ws.x16.size() == 0) return with_low8(x, ws, stream);
-  ws.x16_scale = 0.0f;  // x_terms no longer finds the read's fp16 term there
-  return launch_f16_terms(x, scale, ws.x16.data(), stream);
-}
 void gemm(const DenseWeight& w, const SplitActivations& x, float* y, cudaStream_t stream) {
   gemm_rows(w, 0, w.rows, x, y, stream);
+}
+// ws.y = the output projection of an fp32 input [T, width]: from its fp16 term where the weight has an fp16 copy
+// (scale != 0; in ws.x16, the read's fp16 term being spent by then), else from its split terms with the FP8 low term.
+void out_projection(const DenseWeight& w, const float* in, int32_t T, int64_t width, float scale, PrefillWorkspace& ws,
+                    cudaStream_t stream) {
+  if (scale != 0.0f && ws.x16.size() != 0) {
+    ws.x16_scale = 0.0f;  // x_terms no longer finds the read's fp16 term there
+    gemm(w, launch_f16_values(in, T, static_cast<int32_t>(width), scale, ws.x16.data(), stream), ws.y.data(), stream);
+    return;
+  }
+  gemm(w, with_low8(split(in, T, width, ws, stream), ws, stream), ws.y.data(), stream);
 }
 
 // The raw inject logits [T, S] of a read: in ws.mix after the down projection's [T, rank] (free until the up
@@ -187,16 +191,7 @@ void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, 
   gemm_rows(g.in_proj, conv, vd, x, ws.z.data(), stream);
   gemm_rows(g.in_proj, conv + vd, hv, x, ws.b.data(), stream);
   gemm_rows(g.in_proj, conv + vd + hv, hv, x, ws.a.data(), stream);
-  SplitActivations core;
-  if (chunked_gdn_fits(shape)) {
-    // The core's two bf16 terms straight from the output kernel, in ws.core ([T, vd] floats hold both).
-    auto* hi = reinterpret_cast<uint16_t*>(ws.core.data());
-    core = {hi, hi + sz(T) * sz(vd), T, static_cast<int32_t>(vd)};
-    launch_gdn_conv_prefill(shape, g.small, ws.mixed.data(), state.gdn_conv.data(), T, ws.conv_out.data(), stream);
-    launch_gdn_chunked_prefill(shape, g.small, ws.conv_out.data(), ws.z.data(), ws.b.data(), ws.a.data(),
-                               state.gdn_recurrent.data(), T, ws.scratch.data(), ws.scratch.size(), hi,
-                               hi + sz(T) * sz(vd), stream);
-  } else {
+  if (!chunked_gdn_fits(shape)) {
     for (int32_t t = 0; t < T; ++t) {
       float* mixed = ws.mixed.data() + sz(t) * sz(conv);
       launch_gdn_conv_step(shape, g.small, mixed, state.gdn_conv.data(), 1, stream);
@@ -204,9 +199,23 @@ void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, 
                                 ws.a.data() + sz(t) * sz(hv), state.gdn_recurrent.data(),
                                 ws.core.data() + sz(t) * sz(vd), 1, stream);
     }
-    core = split(ws.core.data(), T, vd, ws, stream);
+    out_projection(g.out_proj, ws.core.data(), T, vd, g.core16_scale, ws, stream);
+    return;
   }
-  gemm(g.out_proj, with_f16_or_low8(core, g.core16_scale, ws, stream), ws.y.data(), stream);
+  // The core straight from the output kernel: its fp16 term only (in ws.x16) for the out projection's fp16 copy,
+  // else its two bf16 terms (in ws.core: [T, vd] floats hold both).
+  const bool f16 = g.core16_scale != 0.0f && ws.x16.size() != 0;
+  auto* hi = reinterpret_cast<uint16_t*>(ws.core.data());
+  SplitActivations core{hi, hi + sz(T) * sz(vd), T, static_cast<int32_t>(vd)};
+  if (f16) {
+    core = {nullptr, nullptr, T, static_cast<int32_t>(vd), nullptr, nullptr, ws.x16.data(), g.core16_scale};
+    ws.x16_scale = 0.0f;  // x_terms no longer finds the read's fp16 term there
+  }
+  launch_gdn_conv_prefill(shape, g.small, ws.mixed.data(), state.gdn_conv.data(), T, ws.conv_out.data(), stream);
+  launch_gdn_chunked_prefill(shape, g.small, ws.conv_out.data(), ws.z.data(), ws.b.data(), ws.a.data(),
+                             state.gdn_recurrent.data(), T, ws.scratch.data(), ws.scratch.size(), f16 ? nullptr : hi,
+                             f16 ? nullptr : hi + sz(T) * sz(vd), stream, f16 ? ws.x16.data() : nullptr, g.core16_scale);
+  gemm(g.out_proj, f16 ? core : with_low8(core, ws, stream), ws.y.data(), stream);
 }
 
 void attention(const model::ModelConfig& c, const DeviceModel& model, const AttentionDevice& a, const KvCache& kv,
@@ -282,8 +291,7 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
                               heads, kv_heads, hd, ws.attention_partials.data(), ws.core.data(), stream);
     }
   }
-  gemm(a.o_proj, with_f16_or_low8(split(ws.core.data(), T, int64_t{heads} * hd, ws, stream), a.core16_scale, ws, stream),
-       ws.y.data(), stream);
+  out_projection(a.o_proj, ws.core.data(), T, int64_t{heads} * hd, a.core16_scale, ws, stream);
 }
 
 // Bitmap words per row for sequences of up to max_context tokens: blocks 0 .. max_context / ratio.

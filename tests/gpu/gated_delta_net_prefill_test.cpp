@@ -14,6 +14,7 @@
 #include "core/dtype.h"
 #include "cpu/blocks.h"
 #include "cuda/kernels/gated_delta_net_prefill.h"
+#include "cuda/kernels/gemm_bf16_split.h"
 #include "cuda/memory/device_buffer.h"
 #include "gpu_test_util.h"
 
@@ -47,6 +48,7 @@ void run_case(int hidden, int key_heads, int value_heads, int key_dim, int value
   for (float& v : state.conv) v = dist(rng());
   for (float& v : state.recurrent) v = 0.1f * dist(rng());
   state.has_previous = true;
+  const cpu::GatedDeltaNetState initial = state;
   DeviceBuffer<float> d_conv_state(state.conv), d_recurrent(state.recurrent);
 
   std::vector<float> x(static_cast<size_t>(tokens) * hidden);
@@ -100,6 +102,19 @@ void run_case(int hidden, int key_heads, int value_heads, int key_dim, int value
   EXPECT_LE(c_err, 0.0) << "tokens " << tokens << " split " << split;  // the conv state is a copy
   std::printf("gdn prefill T=%d (split %d) dk=%d dv=%d: y %.3g state %.3g\n", tokens, split, key_dim, value_dim,
               y_err, s_err);
+
+  // Once more from the same states with only the fp16 term written: launch_f16_terms's bits of the terms above.
+  if (split != 0) return;
+  DeviceBuffer<float> d_conv_state2(initial.conv), d_recurrent2(initial.recurrent), d_conv_out2(mixed.size());
+  DeviceBuffer<uint16_t> d_core16(zv.size()), want16(zv.size());
+  const float scale = 64.0f;
+  launch_gdn_conv_prefill(shape, dev_w, d_mixed.data(), d_conv_state2.data(), tokens, d_conv_out2.data(), nullptr);
+  launch_gdn_chunked_prefill(shape, dev_w, d_conv_out2.data(), d_z.data(), d_b.data(), d_a.data(), d_recurrent2.data(),
+                             tokens, d_ws.data(), ws_bytes, nullptr, nullptr, nullptr, d_core16.data(), scale);
+  launch_f16_terms({d_core_hi.data(), d_core_lo.data(), tokens, vdim}, scale, want16.data(), nullptr);
+  IMP_CUDA_CHECK(cudaDeviceSynchronize());
+  EXPECT_TRUE(d_core16.download() == want16.download()) << "fp16 term, tokens " << tokens;
+  EXPECT_TRUE(d_recurrent2.download() == d_recurrent.download()) << "the state with the fp16 term, tokens " << tokens;
 }
 
 // Released shape: 16 key heads, 48 value heads, dims 128 (2 state column slices of 64 per head in the scan).

@@ -49,7 +49,7 @@ TEST(GpuGemmF16, RowsAndAbsMaxMatchTheHost) {
   }
 }
 
-// x16 = fp16_rn((hi + lo) * scale), quads (count % 4 == 0) and scalars.
+// x16 = fp16_rn((hi + lo) * scale) and fp16_rn(x * scale), quads (count % 4 == 0) and scalars.
 TEST(GpuGemmF16, TermsMatchTheHost) {
   for (auto [rows, k] : {std::tuple{33, 2560}, {7, 13}}) {
     const std::vector<float> x = random_floats(static_cast<size_t>(rows) * k, 3.0f);
@@ -68,6 +68,16 @@ TEST(GpuGemmF16, TermsMatchTheHost) {
       mismatches += got[i] != host_f16_bits((bf16_to_f32(hi[i]) + bf16_to_f32(lo[i])) * scale);
     }
     EXPECT_EQ(mismatches, 0u) << rows << " x " << k;
+    // Straight from the fp32 values: fp16_rn(x * scale).
+    const SplitActivations values = launch_f16_values(dx.data(), rows, k, scale, out.data(), nullptr);
+    IMP_CUDA_CHECK(cudaDeviceSynchronize());
+    EXPECT_EQ(values.hi, nullptr);
+    EXPECT_EQ(values.x16, out.data());
+    EXPECT_EQ(values.x16_scale, scale);
+    const std::vector<uint16_t> direct = download_bits(out.data(), x.size());
+    mismatches = 0;
+    for (size_t i = 0; i < x.size(); ++i) mismatches += direct[i] != host_f16_bits(x[i] * scale);
+    EXPECT_EQ(mismatches, 0u) << rows << " x " << k << ": from the values";
   }
 }
 

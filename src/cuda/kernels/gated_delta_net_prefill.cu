@@ -1,5 +1,7 @@
 #include "cuda/kernels/gated_delta_net_prefill.h"
 
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -684,7 +686,7 @@ template <int DK>
 __global__ void __launch_bounds__(kOutThreads, 2)
     chunk_out_kernel(GatedDeltaNetShape shape, const uint16_t* __restrict__ norm_w, const float* __restrict__ z,
                      const float* __restrict__ ws, int tokens, int chunks, __nv_bfloat16* __restrict__ out_hi,
-                     __nv_bfloat16* __restrict__ out_lo) {
+                     __nv_bfloat16* __restrict__ out_lo, __half* __restrict__ out16, float out16_scale) {
   extern __shared__ __align__(128) uint8_t out_images[];
   __shared__ uint64_t full;
   __shared__ float row_ss[kC];  // this slice's sum of squares per row
@@ -789,6 +791,12 @@ __global__ void __launch_bounds__(kOutThreads, 2)
       }
       uint32_t hi, lo;
       split_bf16(make_float2(r[0], r[1]), hi, lo);
+      if (out16 != nullptr) {  // from the terms, as launch_f16_terms
+        const __half2 v = __floats2half2_rn((bf16_bits_to_float(hi & 0xffffu) + bf16_bits_to_float(lo & 0xffffu)) * out16_scale,
+                                            (bf16_bits_to_float(hi >> 16) + bf16_bits_to_float(lo >> 16)) * out16_scale);
+        *reinterpret_cast<__half2*>(out16 + at + 8 * j) = v;
+        continue;
+      }
       *reinterpret_cast<uint32_t*>(out_hi + at + 8 * j) = hi;
       *reinterpret_cast<uint32_t*>(out_lo + at + 8 * j) = lo;
     }
@@ -813,12 +821,12 @@ void set_out_smem(std::integer_sequence<int, kSteps...>) {
 template <int... kSteps>
 void launch_out(std::integer_sequence<int, kSteps...>, const GatedDeltaNetShape& shape, const uint16_t* norm_w,
                 const float* z, const float* ws, int tokens, int chunks, __nv_bfloat16* out_hi, __nv_bfloat16* out_lo,
-                cudaStream_t stream) {
+                __half* out16, float out16_scale, cudaStream_t stream) {
   const unsigned slices = static_cast<unsigned>((shape.value_dim + kSlice - 1) / kSlice);
   const dim3 grid(slices, chunks, shape.value_heads);
   ((shape.key_dim == 16 * (kSteps + 1)
         ? (launch_kernel(chunk_out_kernel<16 * (kSteps + 1)>, grid, dim3(kOutThreads), out_smem_bytes(16 * (kSteps + 1)),
-                         stream, slices, shape, norm_w, z, ws, tokens, chunks, out_hi, out_lo),
+                         stream, slices, shape, norm_w, z, ws, tokens, chunks, out_hi, out_lo, out16, out16_scale),
            0)
         : 0),
    ...);
@@ -846,7 +854,8 @@ size_t gdn_prefill_workspace_bytes(const GatedDeltaNetShape& shape, int32_t toke
 void launch_gdn_chunked_prefill(const GatedDeltaNetShape& shape, const GatedDeltaNetWeightsDevice& w,
                                 const float* conv_out, const float* z, const float* b, const float* a,
                                 float* recurrent, int32_t tokens, void* workspace, size_t workspace_bytes,
-                                uint16_t* out_hi, uint16_t* out_lo, cudaStream_t stream) {
+                                uint16_t* out_hi, uint16_t* out_lo, cudaStream_t stream, uint16_t* out16,
+                                float out16_scale) {
   const int dk = shape.key_dim, dv = shape.value_dim;
   if (dk % 16 != 0 || dv % 16 != 0 || dk <= 0 || dv <= 0 || dk > kMaxDim || dv > kMaxDim ||
       shape.value_heads % shape.key_heads != 0) {
@@ -854,7 +863,7 @@ void launch_gdn_chunked_prefill(const GatedDeltaNetShape& shape, const GatedDelt
   }
   if (tokens <= 0) return;
   if (workspace_bytes < gdn_prefill_workspace_bytes(shape, tokens) || reinterpret_cast<uintptr_t>(workspace) % 16 != 0 ||
-      out_hi == nullptr || out_lo == nullptr || reinterpret_cast<uintptr_t>(conv_out) % 16 != 0 ||
+      (out16 == nullptr && (out_hi == nullptr || out_lo == nullptr)) || reinterpret_cast<uintptr_t>(conv_out) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(z) % 16 != 0) {
     throw_invalid_launch("gdn chunked prefill: workspace too small or misaligned, inputs not 16-byte aligned, or no output");
   }
@@ -875,7 +884,8 @@ void launch_gdn_chunked_prefill(const GatedDeltaNetShape& shape, const GatedDelt
   launch_scan(std::make_integer_sequence<int, kMaxDim / 16>(), shape, ws, chunks, recurrent, stream);
   IMP_CUDA_CHECK_LAUNCH();
   launch_out(std::make_integer_sequence<int, kMaxDim / 16>(), shape, w.norm, z, ws, tokens, chunks,
-             reinterpret_cast<__nv_bfloat16*>(out_hi), reinterpret_cast<__nv_bfloat16*>(out_lo), stream);
+             reinterpret_cast<__nv_bfloat16*>(out_hi), reinterpret_cast<__nv_bfloat16*>(out_lo),
+             reinterpret_cast<__half*>(out16), out16_scale, stream);
   IMP_CUDA_CHECK_LAUNCH();
 }
 

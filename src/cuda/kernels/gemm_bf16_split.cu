@@ -147,6 +147,20 @@ __global__ void f16_terms_kernel(const uint16_t* hi, const uint16_t* lo, size_t 
   for (size_t i = first; i < count; i += step) out[i] = __float2half_rn((bf16_value(hi[i]) + bf16_value(lo[i])) * scale);
 }
 
+// x16 = fp16_rn(x * scale), four values per step (16-byte loads, 8-byte stores) when count % 4 == 0.
+__global__ void f16_values_kernel(const float* x, size_t count, float scale, __half* out) {
+  const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x, first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (count % 4 == 0) {
+    for (size_t i = first; i < count / 4; i += step) {
+      const float4 v = reinterpret_cast<const float4*>(x)[i];
+      const __half2 o[2] = {__floats2half2_rn(v.x * scale, v.y * scale), __floats2half2_rn(v.z * scale, v.w * scale)};
+      reinterpret_cast<uint2*>(out)[i] = *reinterpret_cast<const uint2*>(o);
+    }
+    return;
+  }
+  for (size_t i = first; i < count; i += step) out[i] = __float2half_rn(x[i] * scale);
+}
+
 unsigned grid_for(size_t items) { return static_cast<unsigned>(std::clamp<size_t>((items + kThreads - 1) / kThreads, 1, 132 * 16)); }
 
 }  // namespace
@@ -170,6 +184,21 @@ void launch_bf16_row_abs_sum_max(const uint16_t* in, int32_t rows, int32_t cols,
   const int per_block = kThreads / 32;
   bf16_row_abs_sum_max_kernel<<<(rows + per_block - 1) / per_block, kThreads, 0, stream>>>(in, rows, cols, out);
   IMP_CUDA_CHECK_LAUNCH();
+}
+
+SplitActivations launch_f16_values(const float* x, int32_t rows, int32_t k, float scale, uint16_t* out, cudaStream_t stream) {
+  const size_t count = static_cast<size_t>(rows) * static_cast<size_t>(k);
+  if (count > 0) {
+    if (count % 4 == 0 && (reinterpret_cast<uintptr_t>(x) % 16 != 0 || reinterpret_cast<uintptr_t>(out) % 8 != 0)) {
+      throw_invalid_launch("f16_values: x must be 16-byte aligned, the output 8-byte");
+    }
+    f16_values_kernel<<<grid_for(count / 4), kThreads, 0, stream>>>(x, count, scale, reinterpret_cast<__half*>(out));
+    IMP_CUDA_CHECK_LAUNCH();
+  }
+  SplitActivations result{nullptr, nullptr, rows, k};
+  result.x16 = out;
+  result.x16_scale = scale;
+  return result;
 }
 
 SplitActivations launch_f16_terms(const SplitActivations& x, float scale, uint16_t* out, cudaStream_t stream) {

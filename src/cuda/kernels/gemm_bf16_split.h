@@ -52,6 +52,9 @@ void launch_f16_rows(const uint16_t* in, size_t count, float scale, uint16_t* ou
 void launch_bf16_abs_max(const uint16_t* in, size_t count, float offset, float* out, cudaStream_t stream);
 // *out = max over rows of sum_c |v[r, c]| for a bf16 matrix [rows, cols] (device scalar), for the scales above.
 void launch_bf16_row_abs_sum_max(const uint16_t* in, int32_t rows, int32_t cols, float* out, cudaStream_t stream);
+// x [rows, k] fp32 as its fp16 term only: x16 = fp16_rn(x * scale) in `out` (no split terms: for GEMMs whose
+// weights have an fp16 copy).
+SplitActivations launch_f16_values(const float* x, int32_t rows, int32_t k, float scale, uint16_t* out, cudaStream_t stream);
 // x with x16 = fp16_rn((hi + lo) * scale) in `out` (rows * k values; they live until the next conversion into it).
 SplitActivations launch_f16_terms(const SplitActivations& x, float scale, uint16_t* out, cudaStream_t stream);
 
