@@ -12,8 +12,8 @@
 //   V' = U - W S, O = (Q e^gamma) S + ((Q K^T) * Gamma) V', S <- e^gamma_C S + (K e^(gamma_C - gamma))^T V';
 //   then out = gated_norm(O, z), written as its two bf16 terms out_hi = bf16(out), out_lo = bf16(out - out_hi)
 //   (launch_split_bf16's: the out projection's input), or instead, with out16, only its fp16 term
-//   fp16_rn((out_hi + out_lo) * out16_scale) (launch_f16_terms's bits; out_hi and out_lo may then be null). recurrent [value_heads, key_dim, value_dim] fp32 is read
-//   and updated in place; conv_out [tokens, channels], z [tokens, value_heads * value_dim], b, a [tokens,
+//   fp16_rn((out_hi + out_lo) * out16_scale) (launch_f16_terms's bits; out_hi and out_lo may then be null).
+//   recurrent [value_heads, key_dim, value_dim] fp32 is read and updated in place; conv_out [tokens, channels], z [tokens, value_heads * value_dim], b, a [tokens,
 //   value_heads]; out_hi, out_lo [tokens, value_heads * value_dim] bf16 bits. key_dim and value_dim multiples of
 //   16, at most 128.
 //   workspace: gdn_prefill_workspace_bytes(shape, tokens) bytes (~ tokens * value_heads * (4 * 128 + 64 + 2 * 128)

@@ -102,7 +102,7 @@ __global__ void quantize_rows_e4m3_kernel(const uint16_t* in, int cols, uint8_t*
   }
 }
 
-// fp16_rn(bf16 * scale), eight values per 16-byte load where count % 8 == 0.
+// fp16_rn(bf16 * scale), one value per step (a load-time conversion of the weight copies).
 __global__ void f16_rows_kernel(const uint16_t* in, size_t count, float scale, __half* out) {
   const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x, first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
   for (size_t i = first; i < count; i += step) out[i] = __float2half_rn(bf16_value(in[i]) * scale);
