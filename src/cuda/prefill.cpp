@@ -43,8 +43,7 @@ bool flash_attention_fits(int64_t head_dim) {
 SplitActivations split(const float* x, int32_t tokens, int64_t k, PrefillWorkspace& ws, cudaStream_t stream) {
   return launch_split_bf16(x, tokens, static_cast<int32_t>(k), ws.gemm_scratch.data(), stream);
 }
-// y = x . W^T for rows [first_row, first_row + rows) of a stacked weight.
-// y's rows are ldy apart (0: rows).
+// y = x . W^T for rows [first_row, first_row + rows) of a stacked weight; y's rows are ldy apart (0: `rows`).
 void gemm_rows(const DenseWeight& w, int64_t first_row, int64_t rows, const SplitActivations& x, float* y,
                cudaStream_t stream, bool accumulate = false, int64_t ldy = 0) {
   // One fp16 term where the rows have an fp16 copy, else the FP8 low term where they have an E4M3 copy
@@ -421,14 +420,15 @@ uint64_t PrefillWorkspace::bytes_for(const DeviceModel& model, int32_t tokens, i
   const uint64_t attention_bytes = 4 * attention_decode_workspace_floats(tokens, static_cast<int32_t>(c.num_attention_heads),
                                                                           static_cast<int32_t>(c.head_dim));
   const uint64_t split_bytes = 4 * T * static_cast<uint64_t>(max_gemm_inputs(c));
-  const uint64_t low8_bytes =
+  // With the low-term weights: lo8 (1 byte per input) and its scale, x16 (2 bytes per input).
+  const uint64_t low_term_bytes =
       model.has_low_term_weights() ? T * (3 * static_cast<uint64_t>(max_gemm_inputs(c)) + 4) : 0;
   const uint64_t expert_act_bytes = model.slot_layout().format == model::SlotFormat::kBf16
                                         ? 2 * T * static_cast<uint64_t>(c.num_experts_per_tok) * model.slot_layout().padded_intermediate
                                         : 0;
   const uint64_t mask_bytes = 4 * T * static_cast<uint64_t>(qsa_mask_words(c, max_context));
   return T * per_token_floats * 4 + std::max(moe_bytes, gdn_bytes) + attention_bytes + split_bytes + expert_act_bytes +
-         mask_bytes + low8_bytes;
+         mask_bytes + low_term_bytes;
 }
 
 void enqueue_prefill(const DeviceModel& model, const KvCache& kv, SequenceStateDevice& sequence, PrefillWorkspace& ws,

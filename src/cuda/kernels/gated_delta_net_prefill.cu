@@ -792,9 +792,7 @@ __global__ void __launch_bounds__(kOutThreads, 2)
       uint32_t hi, lo;
       split_bf16(make_float2(r[0], r[1]), hi, lo);
       if (out16 != nullptr) {  // from the terms, as launch_f16_terms
-        const __half2 v = __floats2half2_rn((bf16_bits_to_float(hi & 0xffffu) + bf16_bits_to_float(lo & 0xffffu)) * out16_scale,
-                                            (bf16_bits_to_float(hi >> 16) + bf16_bits_to_float(lo >> 16)) * out16_scale);
-        *reinterpret_cast<__half2*>(out16 + at + 8 * j) = v;
+        *reinterpret_cast<__half2*>(out16 + at + 8 * j) = f16x2_from_terms(hi, lo, out16_scale);
         continue;
       }
       *reinterpret_cast<uint32_t*>(out_hi + at + 8 * j) = hi;

@@ -53,7 +53,6 @@ __global__ void split_bf16_rows_kernel(const float* x, int rows, int k, __nv_bfl
   }
 }
 
-__device__ __forceinline__ float bf16_value(uint32_t bits) { return __uint_as_float(bits << 16); }
 
 // One block per row: the row's largest magnitude, then its E4M3 codes; eight values per 16-byte load when
 // cols % 8 == 0 (and the rows 16-byte aligned), else one.
@@ -70,11 +69,11 @@ __global__ void quantize_rows_e4m3_kernel(const uint16_t* in, int cols, uint8_t*
       const uint32_t words[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
-        amax = fmaxf(amax, fmaxf(fabsf(bf16_value(words[w] & 0xffffu)), fabsf(bf16_value(words[w] >> 16))));
+        amax = fmaxf(amax, fmaxf(fabsf(bf16_bits_to_float(words[w] & 0xffffu)), fabsf(bf16_bits_to_float(words[w] >> 16))));
       }
     }
   } else {
-    for (int i = threadIdx.x; i < cols; i += kThreads) amax = fmaxf(amax, fabsf(bf16_value(src[i])));
+    for (int i = threadIdx.x; i < cols; i += kThreads) amax = fmaxf(amax, fabsf(bf16_bits_to_float(src[i])));
   }
   for (int offset = 16; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
   if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = amax;
@@ -84,7 +83,7 @@ __global__ void quantize_rows_e4m3_kernel(const uint16_t* in, int cols, uint8_t*
   const float inv = amax > 0.0f ? 448.0f / amax : 1.0f;
   if (threadIdx.x == 0) scales[row] = amax > 0.0f ? amax / 448.0f : 1.0f;
   auto code = [&](uint32_t bits) {
-    return static_cast<uint32_t>(__nv_cvt_float_to_fp8(bf16_value(bits) * inv, __NV_SATFINITE, __NV_E4M3));
+    return static_cast<uint32_t>(__nv_cvt_float_to_fp8(bf16_bits_to_float(bits) * inv, __NV_SATFINITE, __NV_E4M3));
   };
   if (vec) {
     for (int i = threadIdx.x; i < cols / 8; i += kThreads) {
@@ -105,13 +104,13 @@ __global__ void quantize_rows_e4m3_kernel(const uint16_t* in, int cols, uint8_t*
 // fp16_rn(bf16 * scale), one value per step (a load-time conversion of the weight copies).
 __global__ void f16_rows_kernel(const uint16_t* in, size_t count, float scale, __half* out) {
   const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x, first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-  for (size_t i = first; i < count; i += step) out[i] = __float2half_rn(bf16_value(in[i]) * scale);
+  for (size_t i = first; i < count; i += step) out[i] = __float2half_rn(bf16_bits_to_float(in[i]) * scale);
 }
 
 __global__ void bf16_abs_max_kernel(const uint16_t* in, size_t count, float offset, float* out) {
   const size_t step = static_cast<size_t>(gridDim.x) * blockDim.x, first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
   float m = 0.0f;
-  for (size_t i = first; i < count; i += step) m = fmaxf(m, fabsf(bf16_value(in[i]) + offset));
+  for (size_t i = first; i < count; i += step) m = fmaxf(m, fabsf(bf16_bits_to_float(in[i]) + offset));
   for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
   // Non-negative floats order as their bits.
   if (threadIdx.x % 32 == 0) atomicMax(reinterpret_cast<unsigned int*>(out), __float_as_uint(m));
@@ -122,7 +121,7 @@ __global__ void bf16_row_abs_sum_max_kernel(const uint16_t* in, int rows, int co
   const int row = blockIdx.x * (kThreads / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= rows) return;
   float sum = 0.0f;
-  for (int c = lane; c < cols; c += 32) sum += fabsf(bf16_value(in[static_cast<size_t>(row) * cols + c]));
+  for (int c = lane; c < cols; c += 32) sum += fabsf(bf16_bits_to_float(in[static_cast<size_t>(row) * cols + c]));
   for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
   if (lane == 0) atomicMax(reinterpret_cast<unsigned int*>(out), __float_as_uint(sum));
 }
@@ -133,18 +132,12 @@ __global__ void f16_terms_kernel(const uint16_t* hi, const uint16_t* lo, size_t 
   if (count % 4 == 0) {
     for (size_t i = first; i < count / 4; i += step) {
       const uint2 h = reinterpret_cast<const uint2*>(hi)[i], l = reinterpret_cast<const uint2*>(lo)[i];
-      const uint32_t hw[2] = {h.x, h.y}, lw[2] = {l.x, l.y};
-      __half2 o[2];
-#pragma unroll
-      for (int w = 0; w < 2; ++w) {
-        o[w] = __floats2half2_rn((bf16_value(hw[w] & 0xffffu) + bf16_value(lw[w] & 0xffffu)) * scale,
-                                 (bf16_value(hw[w] >> 16) + bf16_value(lw[w] >> 16)) * scale);
-      }
+      const __half2 o[2] = {prefill::f16x2_from_terms(h.x, l.x, scale), prefill::f16x2_from_terms(h.y, l.y, scale)};
       reinterpret_cast<uint2*>(out)[i] = *reinterpret_cast<const uint2*>(o);
     }
     return;
   }
-  for (size_t i = first; i < count; i += step) out[i] = __float2half_rn((bf16_value(hi[i]) + bf16_value(lo[i])) * scale);
+  for (size_t i = first; i < count; i += step) out[i] = __float2half_rn((bf16_bits_to_float(hi[i]) + bf16_bits_to_float(lo[i])) * scale);
 }
 
 // x16 = fp16_rn(x * scale), four values per step (16-byte loads, 8-byte stores) when count % 4 == 0.

@@ -215,13 +215,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         const size_t at = static_cast<size_t>(row) * d + j0 + 16 * q + 4 * c;
         if (x != nullptr) *reinterpret_cast<float4*>(x + at) = make_float4(v[0], v[1], v[2], v[3]);
-        *reinterpret_cast<uint2*>(x_hi + at) = make_uint2(hi[0] | static_cast<uint32_t>(hi[1]) << 16, hi[2] | static_cast<uint32_t>(hi[3]) << 16);
-        *reinterpret_cast<uint2*>(x_lo + at) = make_uint2(lo[0] | static_cast<uint32_t>(lo[1]) << 16, lo[2] | static_cast<uint32_t>(lo[3]) << 16);
+        const uint2 hw = make_uint2(hi[0] | static_cast<uint32_t>(hi[1]) << 16, hi[2] | static_cast<uint32_t>(hi[3]) << 16);
+        const uint2 lw = make_uint2(lo[0] | static_cast<uint32_t>(lo[1]) << 16, lo[2] | static_cast<uint32_t>(lo[3]) << 16);
+        *reinterpret_cast<uint2*>(x_hi + at) = hw;
+        *reinterpret_cast<uint2*>(x_lo + at) = lw;
         if (x16 != nullptr) {  // from the terms, as launch_f16_terms
-          float f[4];
-#pragma unroll
-          for (int e = 0; e < 4; ++e) f[e] = (bf16_bits_to_float(hi[e]) + bf16_bits_to_float(lo[e])) * x16_scale;
-          const __half2 h[2] = {__floats2half2_rn(f[0], f[1]), __floats2half2_rn(f[2], f[3])};
+          const __half2 h[2] = {f16x2_from_terms(hw.x, lw.x, x16_scale), f16x2_from_terms(hw.y, lw.y, x16_scale)};
           *reinterpret_cast<uint2*>(x16 + at) = *reinterpret_cast<const uint2*>(h);
         }
       }

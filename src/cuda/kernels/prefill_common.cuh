@@ -58,4 +58,11 @@ __device__ __forceinline__ void split_bf16x4(float4 v, uint2& hi, uint2& lo) {
   lo = *reinterpret_cast<const uint2*>(l);
 }
 
+// x's fp16 term from its two terms (launch_f16_terms, gemm_bf16_split.h) for one packed pair each:
+// fp16_rn((hi + lo) * scale), low halves first.
+__device__ __forceinline__ __half2 f16x2_from_terms(uint32_t hi, uint32_t lo, float scale) {
+  return __floats2half2_rn((bf16_bits_to_float(hi & 0xffffu) + bf16_bits_to_float(lo & 0xffffu)) * scale,
+                           (bf16_bits_to_float(hi >> 16) + bf16_bits_to_float(lo >> 16)) * scale);
+}
+
 }  // namespace imp::cuda::prefill
