@@ -109,14 +109,17 @@ int main(int argc, char** argv) {
     std::vector<int> per_sm(256, 0);
     for (int blk = 0; blk < gate_blocks; ++blk) ++per_sm[host[0][blk][7] % 256];
     for (int n = 1; n <= 8; ++n) {
-      std::vector<double> us;
+      std::vector<double> us[6];
       for (int blk = 0; blk < gate_blocks; ++blk) {
-        if (per_sm[host[0][blk][7] % 256] == n) us.push_back(static_cast<double>(host[0][blk][5] - t0) / 1000.0);
+        if (per_sm[host[0][blk][7] % 256] != n) continue;
+        for (int i = 0; i < 6; ++i) us[i].push_back(static_cast<double>(host[0][blk][i] - t0) / 1000.0);
       }
-      if (us.empty()) continue;
-      std::sort(us.begin(), us.end());
-      std::printf("gate/up blocks on SMs with %d of them: %3zu blocks, end min %7.2f median %7.2f max %7.2f us\n", n,
-                  us.size(), us.front(), us[us.size() / 2], us.back());
+      if (us[0].empty()) continue;
+      for (auto& v : us) std::sort(v.begin(), v.end());
+      std::printf("gate/up blocks on SMs with %d of them: %3zu blocks, end min %7.2f median %7.2f max %7.2f us; "
+                  "medians of steps 0-4: %.2f %.2f %.2f %.2f %.2f\n", n, us[5].size(), us[5].front(), us[5][us[5].size() / 2],
+                  us[5].back(), us[0][us[0].size() / 2], us[1][us[1].size() / 2], us[2][us[2].size() / 2],
+                  us[3][us[3].size() / 2], us[4][us[4].size() / 2]);
     }
   }
   if (!gate_up_only) print_phases("down", host[1], down_blocks, 5, t0);

@@ -227,7 +227,7 @@ __device__ __forceinline__ int block_exclusive_scan(int v, int* scratch, int& to
 // 255 would find) goes into prefix, and remaining becomes the count still needed within it. Lane l holds digits
 // 255 - 8l .. 248 - 8l; a warp scan gives the counts above each lane.
 __device__ __forceinline__ void pick_digit(const uint32_t* histogram, int shift, uint32_t& prefix,
-                                           uint32_t& remaining) {
+                                           uint32_t& remaining, uint32_t* whole = nullptr) {
   const int lane = threadIdx.x % kWarp;
   const uint32_t need = remaining;
   __syncwarp();
@@ -250,6 +250,7 @@ __device__ __forceinline__ void pick_digit(const uint32_t* histogram, int shift,
       if (local[j] >= n) {
         prefix |= static_cast<uint32_t>(255 - (lane * 8 + j)) << shift;
         remaining = n;
+        if (whole != nullptr) *whole = local[j] == n;  // every key of the digit is kept: no further pass needed
         break;
       }
       n -= local[j];
@@ -312,7 +313,7 @@ __global__ void __cluster_dims__(kSelectCluster, 1, 1) __launch_bounds__(kCluste
   namespace cg = cooperative_groups;
   __shared__ uint32_t keys[kClusterKeys];
   __shared__ uint32_t histogram[2][256], merged[256];  // histograms by pass parity: see the clear below
-  __shared__ uint32_t prefix, remaining;
+  __shared__ uint32_t prefix, remaining, whole;
   __shared__ int totals[2];  // this block's ties and kept blocks, read by the higher ranks
   __shared__ int scan_scratch[kClusterThreads / kWarp + 1];
   const cg::cluster_group cluster = cg::this_cluster();
@@ -343,7 +344,13 @@ __global__ void __cluster_dims__(kSelectCluster, 1, 1) __launch_bounds__(kCluste
   if (tid == 0) {
     prefix = 0;
     remaining = static_cast<uint32_t>(keep);
+    whole = 0;
   }
+  // The bits of a key the threshold covers: all 32 after the last pass, fewer when a pass's digit is kept whole
+  // (its count is exactly `remaining`): then every key matching the prefix so far is kept and no tie remains. The
+  // same kept set and order as the full passes; every block of the cluster sees the same histogram, so all stop
+  // together.
+  uint32_t decided = 0xffffffffu;
   for (int shift = 24, pass = 0; shift >= 0 && keep > 0; shift -= 8, ++pass) {
     // The other blocks read this histogram two passes ago, before the last pass's cluster barrier, which this
     // block has passed: clearing it now is safe.
@@ -361,9 +368,13 @@ __global__ void __cluster_dims__(kSelectCluster, 1, 1) __launch_bounds__(kCluste
     for (int r = 0; r < kSelectCluster; ++r) sum += cluster.map_shared_rank(hist, r)[tid];
     merged[tid] = sum;
     __syncthreads();
-    if (warp == 0) pick_digit(merged, shift, prefix, remaining);
+    if (warp == 0) pick_digit(merged, shift, prefix, remaining, &whole);
     __syncthreads();
     qsa_phase(rank, 3 + pass);
+    if (whole) {
+      decided = 0xffffffffu << shift;
+      break;
+    }
   }
   // prefix is the threshold key; `remaining` ties at it are kept, lowest block first. Each thread owns a
   // contiguous run of the block's range; the runs and ranks are in block order.
@@ -372,8 +383,8 @@ __global__ void __cluster_dims__(kSelectCluster, 1, 1) __launch_bounds__(kCluste
   const int b_begin = min(count, tid * per), b_end = min(count, b_begin + per);
   int above = 0, ties = 0;
   for (int i = b_begin; i < b_end && keep > 0; ++i) {
-    above += keys[i] > threshold;
-    ties += keys[i] == threshold;
+    above += (keys[i] & decided) > threshold;
+    ties += (keys[i] & decided) == threshold;
   }
   int block_ties = 0, block_kept = 0;
   int ties_before = block_exclusive_scan<kClusterThreads>(ties, scan_scratch, block_ties);
@@ -397,7 +408,8 @@ __global__ void __cluster_dims__(kSelectCluster, 1, 1) __launch_bounds__(kCluste
     *selected_count = kept_total * ratio + tail;
   }
   for (int i = b_begin; i < b_end && keep > 0; ++i) {
-    if (keys[i] > threshold || (keys[i] == threshold && allowed-- > 0)) {
+    const uint32_t key = keys[i] & decided;
+    if (key > threshold || (key == threshold && allowed-- > 0)) {
       for (int r = 0; r < ratio; ++r) selected[slot * ratio + r] = (first + i) * ratio + r;
       ++slot;
     }
