@@ -297,7 +297,7 @@ __device__ __forceinline__ void hc_phase(int, int) {}
 // Decode reads stream ~13 MB of weights per layer in two launches, so both kernels are built for bytes
 // in flight: every warp issues all the 16-byte weight loads of its piece before it uses any of them.
 constexpr int kReadBatch = 8;  // 16-byte loads issued together per lane
-constexpr int kDownRows = 3;   // rows of down_inject per read-down block: the staged stream serves them all.
+constexpr int kDownRows = 3;   // rows of down_inject per read-down block: the loaded stream serves them all.
                                // 3 (108 blocks at the released shape, at most one per SM): decode +1.4% against 2
                                // (162 blocks: 30 SMs held two); 4 (81 blocks) gained less (session 19)
 constexpr int kDownBatch = 5;  // weight loads per lane and row issued together: one batch at the released shape
@@ -307,9 +307,10 @@ constexpr int kDownBatch = 5;  // weight loads per lane and row issued together:
 // a = sum w * (1 + nw) * s and b = sum s^2 over the part. A block holds all S * P pieces of its rows and combines
 // them: a row's value is sum_g a_g * rsqrt(b_g / d + eps), i.e. the GEMV of the normalised stream. Parts spread
 // the rows over enough warps to keep most SMs busy (108 blocks of 3 rows x 4 groups x 2 parts at the released
-// shape). The norm weight (before the wait) and the stream (right after it) are staged in shared memory by
-// cp.async, once for the block's rows: read where each chunk is used, they were one dependent L2 round trip per chunk,
-// five per lane at the released shape.
+// shape). The norm weight is staged in shared memory by cp.async before the wait; right after it, each warp loads
+// the stream values of its piece, all of a batch in one round trip (read where each chunk is used, they were one
+// dependent L2 round trip per chunk, five per lane at the released shape; staged in shared memory too, the block
+// took 61 KB of it).
 static_assert(kDownRows * kMaxHcStreams <= kWarp, "warp 0 finishes all of a block's rows");
 __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const uint16_t* w, int rows_out, int rank,
                                     int streams, int parts, int d, float eps, float* low, float* inv_rms) {
@@ -318,8 +319,7 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
   extern __shared__ __align__(16) uint8_t staged[];
   __shared__ float sa[kDownRows][kMaxHcStreams * 4], sb[kMaxHcStreams * 4];
   const int width = streams * d;
-  float* s_sm = reinterpret_cast<float*>(staged);                  // [width]
-  uint16_t* nw_sm = reinterpret_cast<uint16_t*>(s_sm + width);     // [width]
+  uint16_t* nw_sm = reinterpret_cast<uint16_t*>(staged);  // [width]
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const int r0 = blockIdx.x * kDownRows, g = warp / parts, part = warp % parts;
   const int chunks = d / 8, per = (chunks + parts - 1) / parts;
@@ -341,28 +341,41 @@ __global__ void hc_read_down_kernel(const float* s, const uint16_t* nw, const ui
   };
   load_batch(first + lane);
   for (int i = threadIdx.x; i < width / 8; i += blockDim.x) cp_async16(nw_sm + 8 * i, nw + 8 * i);
+  cp_async_commit();
+  const float* sg = s + group_at;
+  float4 sv4[kDownBatch][2];  // the stream values of a batch's chunks, loaded in one round trip (L2: just written)
+  auto load_stream = [&](int c0) {
+#pragma unroll
+    for (int bi = 0; bi < kDownBatch; ++bi) {
+      const int c = c0 + bi * kWarp;
+      if (c < last) {
+        sv4[bi][0] = __ldcg(reinterpret_cast<const float4*>(sg + 8 * c));
+        sv4[bi][1] = __ldcg(reinterpret_cast<const float4*>(sg + 8 * c + 4));
+      }
+    }
+  };
   pdl_wait();
   hc_phase(0, 1);
-  for (int i = threadIdx.x; i < width / 4; i += blockDim.x) cp_async16(s_sm + 4 * i, s + 4 * i);
-  cp_async_commit();
+  load_stream(first + lane);
   cp_async_wait_all();
-  __syncthreads();
+  __syncthreads();  // the norm weight, staged by every thread
   hc_phase(0, 2);
-  const float* sg = s_sm + group_at;
   const uint16_t* nwg = nw_sm + group_at;
   float a[kDownRows], b = 0.0f;
 #pragma unroll
   for (int i = 0; i < kDownRows; ++i) a[i] = 0.0f;
   for (int c0 = first + lane; c0 < last; c0 += kWarp * kDownBatch) {
-    if (c0 != first + lane) load_batch(c0);
+    if (c0 != first + lane) {
+      load_batch(c0);
+      load_stream(c0);
+    }
 #pragma unroll
     for (int bi = 0; bi < kDownBatch; ++bi) {
       const int c = c0 + bi * kWarp;
       if (c >= last) break;
       float nf[8];
       load8_bf16(nwg + 8 * c, nf);
-      const float4 s0 = *reinterpret_cast<const float4*>(sg + 8 * c);
-      const float4 s1 = *reinterpret_cast<const float4*>(sg + 8 * c + 4);
+      const float4 s0 = sv4[bi][0], s1 = sv4[bi][1];
       const float sv[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
       float ns[8];  // (1 + w) * s once for the block's rows (per row it was 8 more multiplies; decode +0.2%)
 #pragma unroll
@@ -490,7 +503,7 @@ __global__ void hc_read_up_mix_kernel(const float* s, const uint16_t* nw, const 
   hc_phase(1, 4);
 }
 
-// hc_read_down_kernel stages 6 bytes per stream value; its dynamic shared-memory limit is raised once per process
+// hc_read_down_kernel stages 2 bytes per stream value (the norm weight); its dynamic shared-memory limit is raised once per process
 // to what the device allows (in relaxed capture mode: the first decode step may be being captured).
 size_t hc_read_down_shared_limit() {
   static const size_t limit = [] {
@@ -516,9 +529,9 @@ void launch_hc_read_down(const float* stream_row, const uint16_t* norm_weight, c
                          int32_t rank, int32_t streams, int32_t d, float eps, float* low, float* inv_rms, cudaStream_t stream) {
   if (d % 8 != 0 || streams > kMaxHcStreams || streams < 1) throw_invalid_launch("hc_read_down: d % 8 != 0 or streams outside [1, 8]");
   const int parts = std::max(1, 8 / streams);  // 8 warps per row when S divides 8 (S * parts <= 32)
-  const size_t staged = static_cast<size_t>(streams) * d * (sizeof(float) + sizeof(uint16_t));
+  const size_t staged = static_cast<size_t>(streams) * d * sizeof(uint16_t);
   if (staged > hc_read_down_shared_limit()) {
-    throw_invalid_launch("hc_read_down: streams * d too large to stage the stream in shared memory");
+    throw_invalid_launch("hc_read_down: streams * d too large to stage the norm weight in shared memory");
   }
   if (reinterpret_cast<uintptr_t>(stream_row) % 16 != 0 || reinterpret_cast<uintptr_t>(norm_weight) % 16 != 0) {
     throw_invalid_launch("hc_read_down: stream row and norm weight must be 16-byte aligned");
