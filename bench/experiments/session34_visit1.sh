@@ -23,10 +23,6 @@ timeout 120 build/exp/imp_gpu_tests_qreg --gtest_filter='GpuAttention*:GpuQsa.*:
 echo "tests qreg rc=$?"; grep -E "^\[  (PASSED|FAILED)|FAILED" $R/tests_qreg.txt | head
 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 3 build/exp/imp_gpu_tests_qreg \
   --gtest_filter='GpuAttention*:*Golden*/ple_qsa' > $R/memcheck_qreg.txt 2>&1; echo "memcheck qreg rc=$?"; tail -1 $R/memcheck_qreg.txt
-cfg=bench/configs/qwen3.8-flash-next.json
-for i in 1 2; do for v in base small_smem qreg; do
-  IMP_COMMIT="$(cat build/exp/imp_$v.label)" timeout 100 build/exp/imp_$v bench --dummy $cfg --backend cuda \
-    --pp 1 --tg 128 --context 1024,32768 --runs 5 --out $R/${v}_$i.json > /dev/null 2> $R/${v}_$i.log
-  echo "$v$i rc=$?: $(grep -E 'tg ' $R/${v}_$i.log | cut -c12-90 | tr '\n' ' ')"
-done; done
-tar -czf $OUT/visit1.tar.gz -C $R . && rm -rf $R
+tar -czf $OUT/tests.tar.gz -C $R . && rm -rf $R
+OUT=$OUT/ab VARIANTS="base small_smem qreg" AB_ARGS="--pp 1 --tg 128 --context 1024,32768 --runs 5" TL_VARIANTS= \
+  bash bench/tools/variants_visit.sh
