@@ -22,12 +22,6 @@ uint16_t host_f16_bits(float v) {
   return *reinterpret_cast<const uint16_t*>(&h);
 }
 
-std::vector<uint16_t> download_bits(const uint16_t* device, size_t count) {
-  std::vector<uint16_t> out(count);
-  IMP_CUDA_CHECK(cudaMemcpy(out.data(), device, count * 2, cudaMemcpyDeviceToHost));
-  return out;
-}
-
 TEST(GpuGemmF16, RowsAndAbsMaxMatchTheHost) {
   for (size_t count : {size_t{1}, size_t{1000}, size_t{1} << 20}) {
     Bf16Weight w({static_cast<int64_t>(count)}, 0.05f);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "cuda/check.h"
 #include "cuda/memory/device_buffer.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
@@ -26,6 +27,13 @@ inline std::vector<float> random_floats(size_t n, float scale = 1.0f) {
   std::vector<float> v(n);
   for (float& x : v) x = dist(rng());
   return v;
+}
+
+// `count` 16-bit values (bf16 / fp16 bits) from device memory the test does not own as a DeviceBuffer.
+inline std::vector<uint16_t> download_bits(const uint16_t* device, size_t count) {
+  std::vector<uint16_t> out(count);
+  IMP_CUDA_CHECK(cudaMemcpy(out.data(), device, count * sizeof(uint16_t), cudaMemcpyDeviceToHost));
+  return out;
 }
 
 // A host view (no copy) of `data` as a checkpoint tensor.

@@ -20,12 +20,15 @@
 #include "cuda/device_model.h"
 #include "cuda/kernels/gemm_bf16_split.h"
 #include "cuda/memory/device_buffer.h"
+#include "gpu_test_util.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/weights.h"
 
 namespace imp::cuda {
 namespace {
+
+using testing_support::download_bits;
 
 // The copy of rows [first, end) of w equals a fresh quantization of those rows.
 void expect_copy_of_rows(const DenseWeight& w, int32_t first, int32_t end, const char* what) {
@@ -46,18 +49,24 @@ void expect_copy_of_rows(const DenseWeight& w, int32_t first, int32_t end, const
   EXPECT_EQ(got_scales, scales.download()) << what;
 }
 
-std::vector<uint16_t> download_bits(const uint16_t* device, size_t count) {
-  std::vector<uint16_t> out(count);
-  IMP_CUDA_CHECK(cudaMemcpy(out.data(), device, count * 2, cudaMemcpyDeviceToHost));
-  return out;
-}
-
 // The largest power of two p with bound * p <= 2^15 (checked against the definition, not computed the same way;
 // `slack`: the relative difference allowed where the engine sums the bound in fp32).
 void expect_scale_for(float scale, double bound, const char* what, double slack = 0.0) {
   EXPECT_EQ(std::exp2(std::round(std::log2(scale))), scale) << what << ": not a power of two";
   EXPECT_LE(bound * scale, 32768.0 * (1.0 + slack)) << what;
   EXPECT_GT(bound * scale * 2, 32768.0 * (1.0 - slack)) << what << ": not the largest";
+}
+
+// The largest row sum of |w| over rows [first, first + rows) of w, in double.
+double max_row_abs_sum(const DenseWeight& w, int64_t first, int64_t rows) {
+  const std::vector<uint16_t> bits = download_bits(w.data + first * w.cols, static_cast<size_t>(rows * w.cols));
+  double best = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0.0;
+    for (int32_t i = 0; i < w.cols; ++i) sum += std::fabs(bf16_to_f32(bits[static_cast<size_t>(r * w.cols + i)]));
+    best = std::max(best, sum);
+  }
+  return best;
 }
 
 // sqrt(d) max |1 + norm| of a read.
@@ -119,16 +128,9 @@ TEST(GpuLowTermWeights, CopiesEveryRowButThoseFeedingATopKChoice) {
       EXPECT_EQ(l.gdn->out_proj.low8.codes.data, nullptr) << "GDN out_proj: an E4M3 copy";
       expect_read_scale(l.attn_hc, c.hidden_size, "the GDN block's read");
       // sqrt(head dim) max |norm| max |z|, |z_i| <= |W_z row i|_1 * sqrt(d) max |1 + read norm|
-      const int64_t conv = c.gdn_conv_dim(), vd = c.gdn_value_dim();
-      const std::vector<uint16_t> z_rows = download_bits(l.gdn->in_proj.data + conv * l.gdn->in_proj.cols,
-                                                         static_cast<size_t>(vd * l.gdn->in_proj.cols));
+      const double z_row = max_row_abs_sum(l.gdn->in_proj, c.gdn_conv_dim(), c.gdn_value_dim());
       const std::vector<uint16_t> norm = download_bits(l.gdn->small.norm, static_cast<size_t>(c.linear_value_head_dim));
-      double z_row = 0.0, norm_max = 0.0;
-      for (int64_t r = 0; r < vd; ++r) {
-        double sum = 0.0;
-        for (int32_t i = 0; i < l.gdn->in_proj.cols; ++i) sum += std::fabs(bf16_to_f32(z_rows[static_cast<size_t>(r * l.gdn->in_proj.cols + i)]));
-        z_row = std::max(z_row, sum);
-      }
+      double norm_max = 0.0;
       for (uint16_t b : norm) norm_max = std::max(norm_max, std::fabs(static_cast<double>(bf16_to_f32(b))));
       expect_scale_for(l.gdn->core16_scale,
                        std::sqrt(static_cast<double>(c.linear_value_head_dim)) * norm_max *
@@ -147,14 +149,7 @@ TEST(GpuLowTermWeights, CopiesEveryRowButThoseFeedingATopKChoice) {
       expect_read_scale(l.attn_hc, c.hidden_size, "the attention block's read");
       // max |W_v row i|_1 * sqrt(d) max |1 + read norm|
       const int64_t kv_width = c.num_key_value_heads * c.head_dim, v_first = c.num_attention_heads * 2 * c.head_dim + kv_width;
-      const int32_t cols = l.attention->in_proj.cols;
-      const std::vector<uint16_t> v_rows = download_bits(l.attention->in_proj.data + v_first * cols, static_cast<size_t>(kv_width * cols));
-      double v_row = 0.0;
-      for (int64_t r = 0; r < kv_width; ++r) {
-        double sum = 0.0;
-        for (int32_t i = 0; i < cols; ++i) sum += std::fabs(bf16_to_f32(v_rows[static_cast<size_t>(r * cols + i)]));
-        v_row = std::max(v_row, sum);
-      }
+      const double v_row = max_row_abs_sum(l.attention->in_proj, v_first, kv_width);
       expect_scale_for(l.attention->core16_scale, v_row * read_bound(l.attn_hc, c.hidden_size),
                        "the attention output projection's input", 1e-5);
       count(l.attention->in_proj);
