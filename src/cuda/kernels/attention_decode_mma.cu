@@ -22,16 +22,16 @@ constexpr int kMmaTile = 16;  // tokens per tile: the scores' two n8 tiles, P V'
 constexpr int kRows = 16;  // query heads per block, padded to the MMA's M
 constexpr int kMaxHd = 256;
 constexpr int kChunksPerThread = kMmaTile * kMaxHd / 8 / kThreads;  // 16-byte K (and V) chunks of a tile per thread
-constexpr int kQuadsPerThread = kRows * kMaxHd / 4 / kThreads;      // float4 query loads per thread
+constexpr int kMaxKsteps = kMaxHd / 16 / kWarps;                    // k16 steps of the scores per warp
 constexpr int kMaxPairs = kMaxHd / 16 / kWarps;                      // P V column pairs (two n8 tiles) per warp
 
 // bf16 elements per shared row of q, k and v: 16 bytes of skew per row, so ldmatrix's 8 rows hit distinct banks.
 __host__ __device__ constexpr int row_elems(int hd) { return hd + 8; }
 
-// q_hi, q_lo [kRows][row], k_s, v_s [kMmaTile][row] (bf16), the warps' partial scores [kWarps][kRows][kMmaTile]
-// and the scores / probabilities p_s [kRows][kMmaTile] (fp32).
+// k_s, v_s [kMmaTile][row] (bf16), the warps' partial scores [kWarps][kRows][kMmaTile] and the scores /
+// probabilities p_s [kRows][kMmaTile] (fp32). The queries stay in registers (each warp's A fragments).
 __host__ __device__ constexpr size_t shared_bytes(int hd) {
-  return static_cast<size_t>(2 * kRows + 2 * kMmaTile) * row_elems(hd) * 2 +
+  return static_cast<size_t>(2 * kMmaTile) * row_elems(hd) * 2 +
          static_cast<size_t>(kWarps + 1) * kRows * kMmaTile * sizeof(float);
 }
 
@@ -42,9 +42,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_mma_kernel(
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ float m_s[kRows], l_s[kRows], corr_s[kRows];
   const int hd = a.hd, re = row_elems(hd), row_chunks = hd / 8;
-  uint16_t* const q_hi = reinterpret_cast<uint16_t*>(smem);
-  uint16_t* const q_lo = q_hi + kRows * re;
-  uint16_t* const k_s = q_lo + kRows * re;
+  uint16_t* const k_s = reinterpret_cast<uint16_t*>(smem);
   uint16_t* const v_s = k_s + kMmaTile * re;
   float* const s_part = reinterpret_cast<float*>(v_s + kMmaTile * re);
   float* const p_s = s_part + kWarps * kRows * kMmaTile;
@@ -86,28 +84,28 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_mma_kernel(
       }
     }
   };
-  // The block's query rows as hi and lo bf16 terms, rows >= gn zero; every load before any store.
+  // The warp's A fragments of the block's query rows (its k16 steps warp, warp + kWarps, ...) as hi and lo bf16
+  // terms, rows >= gn zero; every load before any split. Lane (g, c) holds rows g and g + 8, columns 2c, 2c + 1
+  // and 2c + 8, 2c + 9 of each step: the registers ldmatrix_x4 gave from a shared copy before session 34.
+  uint32_t q_hi[kMaxKsteps][4], q_lo[kMaxKsteps][4];
   auto load_queries = [&]() {
-    const int quads = hd / 4;
-    float4 v[kQuadsPerThread];
+    float2 v[kMaxKsteps][4];
 #pragma unroll
-    for (int i = 0; i < kQuadsPerThread; ++i) {
-      const int e = tid + i * kThreads, r = e / quads;
-      v[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (r < gn) {
-        v[i] = *reinterpret_cast<const float4*>(a.q + (static_cast<size_t>(row) * a.heads + head0 + r) * a.head_stride +
-                                                4 * (e % quads));
+    for (int i = 0; i < kMaxKsteps; ++i) {
+      const int ks = warp + i * kWarps;
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const int r = g + 8 * (j % 2), col = 16 * ks + 2 * c + 8 * (j / 2);
+        v[i][j] = make_float2(0.0f, 0.0f);
+        if (ks < hd / 16 && r < gn) {
+          v[i][j] = *reinterpret_cast<const float2*>(a.q + (static_cast<size_t>(row) * a.heads + head0 + r) * a.head_stride + col);
+        }
       }
     }
 #pragma unroll
-    for (int i = 0; i < kQuadsPerThread; ++i) {
-      const int e = tid + i * kThreads, r = e / quads;
-      if (r < kRows) {
-        uint2 hi, lo;
-        prefill::split_bf16x4(v[i], hi, lo);
-        *reinterpret_cast<uint2*>(q_hi + r * re + 4 * (e % quads)) = hi;
-        *reinterpret_cast<uint2*>(q_lo + r * re + 4 * (e % quads)) = lo;
-      }
+    for (int i = 0; i < kMaxKsteps; ++i) {
+#pragma unroll
+      for (int j = 0; j < 4; ++j) split_bf16_mma::split_bf16(v[i][j], q_hi[i][j], q_lo[i][j]);
     }
   };
 
@@ -157,16 +155,18 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_mma_kernel(
     const int valid = min(kMmaTile, end - start);
     if (start != preloaded) load_tile(start, valid, count, visible);
     store_tile();
-    __syncthreads();  // the tile (and, the first time, the queries and stats) in place
+    __syncthreads();  // the tile (and, the first time, the stats) in place
     phase(0, 2);
 
     // Scores: warp w takes the k16 steps w, w + 8, ... of both n8 tiles (tokens 0-7, 8-15).
     float s_acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-    for (int ks = warp; ks < ksteps; ks += kWarps) {
-      uint32_t ah[4], al[4], b[4];
-      const int a_row = lane % 8 + 8 * ((lane / 8) % 2), a_col = 16 * ks + 8 * (lane / 16);
-      prefill::ldmatrix_x4(ah, q_hi + a_row * re + a_col);
-      prefill::ldmatrix_x4(al, q_lo + a_row * re + a_col);
+#pragma unroll
+    for (int i = 0; i < kMaxKsteps; ++i) {
+      const int ks = warp + i * kWarps;
+      if (ks >= ksteps) break;
+      const uint32_t(&ah)[4] = q_hi[i];
+      const uint32_t(&al)[4] = q_lo[i];
+      uint32_t b[4];
       const int b_token = lane % 8 + 8 * (lane / 16), b_col = 16 * ks + 8 * ((lane / 8) % 2);
       prefill::ldmatrix_x4(b, k_s + b_token * re + b_col);
       mma_16816(s_acc[0], ah, b[0], b[1]);
