@@ -13,7 +13,7 @@
 namespace imp::cuda {
 namespace {
 
-constexpr int kMaxDim = 1024;  // q and k staged in shared memory
+constexpr int kMaxDim = 1024;  // key and value head dims of the recurrent step (its slices of key rows, its columns)
 constexpr int kStepThreads = 1024;  // recurrent step: value columns x key slices
 constexpr int kCacheRows = 16;  // state rows per thread kept in registers between read and write
 constexpr int kMaxClusterParts = 8;  // blocks per head in the recurrent step (the portable cluster limit)
@@ -95,44 +95,16 @@ __global__ void gdn_gate_act_kernel(const uint16_t* weight, const float* x, int 
                [&](int row, const float (&acc)[1]) { gate[row] = gate_act(sigmoid_gate, acc[0]); });
 }
 
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
-  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
-  __syncthreads();  // scratch may still be read from a previous call
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  float total = 0.0f;
-  for (int w = 0; w < static_cast<int>(blockDim.x) / kWarp; ++w) total += scratch[w];
-  return total;
-}
-
-// block_sum of two values at once (the same order for each as block_sum; one pair of barriers).
-__device__ __forceinline__ void block_sum2(float& a, float& b, float* scratch) {
-  for (int o = kWarp / 2; o > 0; o /= 2) {
-    a += __shfl_xor_sync(0xffffffffu, a, o);
-    b += __shfl_xor_sync(0xffffffffu, b, o);
-  }
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, warps = static_cast<int>(blockDim.x) / kWarp;
-  __syncthreads();  // scratch may still be read from a previous call
-  if (lane == 0) {
-    scratch[warp] = a;
-    scratch[warps + warp] = b;
-  }
-  __syncthreads();
-  a = 0.0f;
-  b = 0.0f;
-  for (int w = 0; w < warps; ++w) a += scratch[w];
-  for (int w = 0; w < warps; ++w) b += scratch[warps + w];
-}
-
 // A cluster of `parts` blocks per (value head h, row): block p owns the value columns [p * cols, (p + 1) * cols)
 // with cols x slices threads; thread (s, j) owns value column j for the key rows [s * rows_per, (s + 1) *
 // rows_per) of the head's state (the first kCacheRows of them held in registers between the read and the
-// write, so the state is read once and written once). The slices' partial S^T k and S^T q meet in shared
-// memory; every thread of a column then applies the same delta. Columns are independent in the delta rule;
-// only the gated RMSNorm over the head's outputs needs the whole head: its sum of squares meets across the
-// cluster. Splitting a head over a cluster puts 4x more SMs on the state than one block per head (measured
-// 14.5 us per layer with 48 blocks of 1024 threads at the released shape).
+// write, so the state is read once and written once); its warp holds those rows of q and k. q and k are L2-normalised
+// through their totals: S^T k, S^T q and k . q are summed from the raw values and scaled once, so one block barrier
+// brings the slices' partial sums (and q . q, k . k, k . q) together; every thread of a column then applies the
+// same delta. Columns are independent in the delta rule; only the gated RMSNorm over the head's outputs needs the
+// whole head: each block sends its sum of squares to every block of the cluster, and one cluster barrier later
+// every block adds them in rank order. Splitting a head over a cluster puts 4x more SMs on the state than one
+// block per head (measured 14.5 us per layer with 48 blocks of 1024 threads at the released shape).
 __global__ void __launch_bounds__(kStepThreads) gdn_recurrent_step_kernel(GatedDeltaNetShape shape,
                                                                          GatedDeltaNetWeightsDevice w,
                                                                          const float* mixed, const float* z,
@@ -140,13 +112,15 @@ __global__ void __launch_bounds__(kStepThreads) gdn_recurrent_step_kernel(GatedD
                                                                          float* recurrent, float* out, int cols,
                                                                          int slices) {
   pdl_trigger();  // the state first: only this kernel writes it, one decode step (an earlier graph replay) ago
-  __shared__ float q[kMaxDim], k[kMaxDim];
-  __shared__ float scratch[2 * kStepThreads / kWarp];
   __shared__ float part_kv[kStepThreads], part_sq[kStepThreads];
-  __shared__ float kq_s, norm_part;
+  __shared__ float slice_dots[3][kStepThreads / kWarp];  // per slice: q . q, k . k, k . q over its rows
+  __shared__ float warp_sq[kStepThreads / kWarp];
+  __shared__ float norm_parts[kMaxClusterParts];  // written by every block of the cluster
   cg::cluster_group cluster = cg::this_cluster();
+  // Every block has started (its shared memory exists for the others' writes) by the wait before those writes.
+  cluster.barrier_arrive();
   const int parts = static_cast<int>(cluster.num_blocks()), part = static_cast<int>(cluster.block_rank());
-  const int h = blockIdx.x / parts, row = blockIdx.y, tid = threadIdx.x;
+  const int h = blockIdx.x / parts, row = blockIdx.y, tid = threadIdx.x, lane = tid % kWarp, warp = tid / kWarp;
   const int jl = tid % cols, slice = tid / cols, j = part * cols + jl;
   const int dk = shape.key_dim, dv = shape.value_dim, hv = shape.value_heads;
   const bool active = j < dv;
@@ -168,86 +142,105 @@ __global__ void __launch_bounds__(kStepThreads) gdn_recurrent_step_kernel(GatedD
   const int kh = h / (hv / shape.key_heads);
   const int channels = shape.conv_channels(), key_total = shape.key_heads * dk;
   const float* x = mixed + static_cast<size_t>(row) * channels;
+  const float* xq = x + kh * dk;
+  const float* xk = x + key_total + kh * dk;
   // Every activation this thread needs, loaded together (one round trip instead of one per use).
   const float b_raw = b[row * hv + h], a_raw = a[row * hv + h];
   const float v = active ? x[2 * key_total + h * dv + j] : 0.0f;
   const float gate = active && slice == 0 && z ? z[(static_cast<size_t>(row) * hv + h) * dv + j] : 0.0f;
-
-  // q and k of the key head, L2-normalised (eps on the sum, as the reference), q also by 1/sqrt(dk).
-  float qq = 0.0f, kk = 0.0f;
-  for (int i = tid; i < dk; i += blockDim.x) {
-    q[i] = x[kh * dk + i];
-    k[i] = x[key_total + kh * dk + i];
-    qq += q[i] * q[i];
-    kk += k[i] * k[i];
-  }
-  block_sum2(qq, kk, scratch);
-  const float q_scale = rsqrtf(qq + 1e-6f) * rsqrtf(static_cast<float>(dk));
-  const float k_scale = rsqrtf(kk + 1e-6f);
-  for (int i = tid; i < dk; i += blockDim.x) {
-    q[i] *= q_scale;
-    k[i] *= k_scale;
-  }
-  __syncthreads();
-  if (tid < kWarp) {  // k . q, for o = S'^T q = S^T q + delta (k . q)
-    float kq = 0.0f;
-    for (int i = tid; i < dk; i += kWarp) kq += k[i] * q[i];
-    kq = warp_sum(kq);
-    if (tid == 0) kq_s = kq;
-  }
+  // Lane r of each warp (a warp lies in one slice) loads the slice's row i0 + r of q and k for r < kCacheRows; the
+  // warp reads them by shuffle (held by every thread they cost 32 registers, and spills at 64).
+  const float q_lane = lane < kCacheRows && i0 + lane < i1 ? xq[i0 + lane] : 0.0f;
+  const float k_lane = lane < kCacheRows && i0 + lane < i1 ? xk[i0 + lane] : 0.0f;
 
   const float beta = sigmoidf(b_raw);
   const float a_in = a_raw + dt_bias;
   const float softplus = a_in > 20.0f ? a_in : log1pf(expf(a_in));
   const float decay = expf(-expf(a_log) * softplus);
 
-  // Pass 1: this slice's share of the decayed state's S^T k and S^T q (coalesced: a warp reads 32
-  // consecutive columns of one state row; the first kCacheRows were loaded before the wait).
-  float kv = 0.0f, sq = 0.0f;
-  if (active) {
+  // Pass 1: this slice's share of the decayed state's S^T k and S^T q with the raw q and k (coalesced: a warp reads
+  // 32 consecutive columns of one state row; the first kCacheRows were loaded before the wait), and of q . q,
+  // k . k and k . q (the same in every thread of the slice; its first thread hands them on).
+  float kv = 0.0f, sq = 0.0f, qq = 0.0f, kk = 0.0f, kq = 0.0f;
 #pragma unroll
-    for (int r = 0; r < kCacheRows; ++r) {
-      if (i0 + r < i1) {
+  for (int r = 0; r < kCacheRows; ++r) {
+    if (i0 + r < i1) {  // uniform in the warp
+      const float qi = __shfl_sync(0xffffffffu, q_lane, r), ki = __shfl_sync(0xffffffffu, k_lane, r);
+      if (active) {
         const float sv = cached[r] * decay;
-        kv += sv * k[i0 + r];
-        sq += sv * q[i0 + r];
+        kv += sv * ki;
+        sq += sv * qi;
       }
+      qq += qi * qi;
+      kk += ki * ki;
+      kq += ki * qi;
     }
-    for (int i = i0 + kCacheRows; i < i1; ++i) {
+  }
+  for (int i = i0 + kCacheRows; i < i1; ++i) {
+    const float qi = xq[i], ki = xk[i];
+    if (active) {
       const float sv = S[i * dv + j] * decay;
-      kv += sv * k[i];
-      sq += sv * q[i];
+      kv += sv * ki;
+      sq += sv * qi;
     }
+    qq += qi * qi;
+    kk += ki * ki;
+    kq += ki * qi;
   }
   part_kv[tid] = kv;
   part_sq[tid] = sq;
+  if (jl == 0) {
+    slice_dots[0][slice] = qq;
+    slice_dots[1][slice] = kk;
+    slice_dots[2][slice] = kq;
+  }
   __syncthreads();
-  float kv_total = 0.0f, sq_total = 0.0f;
+  float kv_total = 0.0f, sq_total = 0.0f, qq_total = 0.0f, kk_total = 0.0f, kq_total = 0.0f;
   for (int t = 0; t < slices; ++t) {
     kv_total += part_kv[t * cols + jl];
     sq_total += part_sq[t * cols + jl];
+    qq_total += slice_dots[0][t];
+    kk_total += slice_dots[1][t];
+    kq_total += slice_dots[2][t];
   }
+  // q and k L2-normalised (eps on the sum, as the reference), q also by 1/sqrt(dk).
+  const float q_scale = rsqrtf(qq_total + 1e-6f) * rsqrtf(static_cast<float>(dk));
+  const float k_scale = rsqrtf(kk_total + 1e-6f);
 
-  // Pass 2: S' = e^g S + k delta^T on this slice's rows; o from the column totals.
+  // Pass 2: S' = e^g S + k delta^T on this slice's rows; o = S'^T q = S^T q + delta (k . q).
+  const float delta = beta * (v - kv_total * k_scale);
+  const float k_delta = k_scale * delta;
+#pragma unroll
+  for (int r = 0; r < kCacheRows; ++r) {
+    if (i0 + r < i1) {  // uniform in the warp; the shuffle outside `active`, which may split it
+      const float ki = __shfl_sync(0xffffffffu, k_lane, r);
+      if (active) S[(i0 + r) * dv + j] = cached[r] * decay + ki * k_delta;
+    }
+  }
   float o = 0.0f;
   if (active) {
-    const float delta = beta * (v - kv_total);
-#pragma unroll
-    for (int r = 0; r < kCacheRows; ++r) {
-      if (i0 + r < i1) S[(i0 + r) * dv + j] = cached[r] * decay + k[i0 + r] * delta;
-    }
-    for (int i = i0 + kCacheRows; i < i1; ++i) S[i * dv + j] = S[i * dv + j] * decay + k[i] * delta;
-    o = sq_total + delta * kq_s;
+    for (int i = i0 + kCacheRows; i < i1; ++i) S[i * dv + j] = S[i * dv + j] * decay + xk[i] * k_delta;
+    o = sq_total * q_scale + delta * (kq_total * q_scale * k_scale);
   }
 
-  // Gated RMSNorm over the head's value_dim outputs (slice 0 holds them): block sums, added across the
-  // cluster in rank order (the same total in every block).
-  const float block_sq = block_sum(slice == 0 ? o * o : 0.0f, scratch);
-  if (tid == 0) norm_part = block_sq;
-  cluster.sync();
+  // Gated RMSNorm over the head's value_dim outputs (slice 0 holds them, cols / 32 warps): the block's sum of
+  // squares in warp order, sent to every block of the cluster; after the barrier each block adds them in rank
+  // order (the same total in every block).
+  const int slice_warps = cols / kWarp;
+  if (slice == 0) {
+    const float warp_total = warp_sum(o * o);
+    if (lane == 0) warp_sq[warp] = warp_total;
+  }
+  if (slice_warps > 1) __syncthreads();
+  cluster.barrier_wait();
+  if (tid == 0) {
+    float block_sq = 0.0f;
+    for (int w2 = 0; w2 < slice_warps; ++w2) block_sq += warp_sq[w2];
+    for (int r = 0; r < parts; ++r) *cluster.map_shared_rank(&norm_parts[part], r) = block_sq;
+  }
+  cluster.sync();  // every block's part is in place; nothing reads another block's memory after it
   float total_sq = 0.0f;
-  for (int r = 0; r < parts; ++r) total_sq += *cluster.map_shared_rank(&norm_part, r);
-  cluster.sync();  // the remote reads are done before any block exits
+  for (int r = 0; r < parts; ++r) total_sq += norm_parts[r];
   const float mean_sq = total_sq / static_cast<float>(dv);
   if (!active || slice != 0) return;
   const float normed = norm_w * (o * rsqrtf(mean_sq + shape.eps));
