@@ -98,7 +98,8 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_mma_kernel(
         const int r = g + 8 * (j % 2), col = 16 * ks + 2 * c + 8 * (j / 2);
         v[i][j] = make_float2(0.0f, 0.0f);
         if (ks < hd / 16 && r < gn) {
-          v[i][j] = *reinterpret_cast<const float2*>(a.q + (static_cast<size_t>(row) * a.heads + head0 + r) * a.head_stride + col);
+          const float* q_row = a.q + (static_cast<size_t>(row) * a.heads + head0 + r) * a.head_stride;
+          v[i][j] = *reinterpret_cast<const float2*>(q_row + col);
         }
       }
     }

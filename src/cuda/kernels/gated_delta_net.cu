@@ -98,10 +98,10 @@ __global__ void gdn_gate_act_kernel(const uint16_t* weight, const float* x, int 
 // A cluster of `parts` blocks per (value head h, row): block p owns the value columns [p * cols, (p + 1) * cols)
 // with cols x slices threads; thread (s, j) owns value column j for the key rows [s * rows_per, (s + 1) *
 // rows_per) of the head's state (the first kCacheRows of them held in registers between the read and the
-// write, so the state is read once and written once); its warp holds those rows of q and k. q and k are L2-normalised
-// through their totals: S^T k, S^T q and k . q are summed from the raw values and scaled once, so one block barrier
-// brings the slices' partial sums (and q . q, k . k, k . q) together; every thread of a column then applies the
-// same delta. Columns are independent in the delta rule; only the gated RMSNorm over the head's outputs needs the
+// write, so the state is read once and written once); its warp holds those rows of q and k. q and k are
+// L2-normalised through their totals: S^T k, S^T q and k . q are summed from the raw values and scaled once, so one
+// block barrier brings the slices' partial sums (and q . q, k . k, k . q) together; every thread of a column then
+// applies the same delta. Columns are independent in the delta rule; only the gated RMSNorm over the head's outputs needs the
 // whole head: each block sends its sum of squares to every block of the cluster, and one cluster barrier later
 // every block adds them in rank order. Splitting a head over a cluster puts 4x more SMs on the state than one
 // block per head (measured 14.5 us per layer with 48 blocks of 1024 threads at the released shape).
