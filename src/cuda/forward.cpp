@@ -128,12 +128,13 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
   launch_on_gate_branch(ws, stream, [&](cudaStream_t side) {
     launch_gemv_bf16_gate_halves(a.in_proj.data, ws.x.data(), a.in_proj.cols, heads, hd, ws.gate.data(), side);
   });
-  // [q|(gate) per head, k, v, indexer qk]
-  launch_gemv_bf16_without_gates(a.in_proj.data, ws.x.data(), a.in_proj.rows, a.in_proj.cols, heads, hd, ws.proj.data(),
-                                 stream);
+  const int32_t ih = static_cast<int32_t>(c.indexer_n_heads), id = static_cast<int32_t>(c.indexer_head_dim);
+  const int32_t ratio = static_cast<int32_t>(c.indexer_compress_ratio);
+  const int32_t index_rows = c.has_qsa ? (ih + 1) * id : 0;  // the in-projection's last rows
   float* qg = ws.proj.data();
   float* k = qg + static_cast<size_t>(heads) * 2 * hd;
   float* v = k + kv_width;
+  float* index = v + kv_width;  // [ih query heads | raw key]
   DecodePrep prep;
   prep.q_gate = qg;
   prep.q_norm = a.q_norm.data;
@@ -148,32 +149,48 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
   prep.positions = position;
   prep.inv_freq = model.inv_freq();
   prep.eps = eps;
-  const int32_t ih = static_cast<int32_t>(c.indexer_n_heads), id = static_cast<int32_t>(c.indexer_head_dim);
-  const int32_t ratio = static_cast<int32_t>(c.indexer_compress_ratio);
-  float* index = v + kv_width;  // [ih query heads | raw key]
-  if (c.has_qsa) {
-    prep.index = index;
-    prep.index_q_norm = a.index_q_norm.data;
-    prep.index_k_norm = a.index_k_norm.data;
-    prep.index_heads = ih;
-    prep.index_dim = id;
-    prep.ratio = ratio;
-    prep.raw_keys = state.index_keys.data();
-    prep.block_keys = state.block_keys.data();
-  }
-  launch_attention_decode_prep(prep, stream);
   const int32_t* selected = nullptr;
   const int32_t* count = nullptr;
   if (c.has_qsa) {
+    // The indexer's rows (640 of the released in-projection), their prep (index query norm + RoPE, raw key, block
+    // key), the scores and the selection on their own branch at the highest priority, beside the rest of the
+    // in-projection and the attention prep; joined before the attention. On the main chain at 32K context they
+    // took ~19 us after the in-projection; beside it, its blocks and stream delayed them until the branch had the
+    // highest priority (session 35: decode +0.3% at 1K, +0.85% at 32K).
+    DecodePrep index_prep = prep;
+    index_prep.heads = 0;
+    index_prep.kv_heads = 0;
+    index_prep.index = index;
+    index_prep.index_q_norm = a.index_q_norm.data;
+    index_prep.index_k_norm = a.index_k_norm.data;
+    index_prep.index_heads = ih;
+    index_prep.index_dim = id;
+    index_prep.ratio = ratio;
+    index_prep.raw_keys = state.index_keys.data();
+    index_prep.block_keys = state.block_keys.data();
+    IMP_CUDA_CHECK(cudaEventRecord(ws.index_side.fork, stream));
+    IMP_CUDA_CHECK(cudaStreamWaitEvent(ws.index_side.stream, ws.index_side.fork, 0));
+    cudaStream_t side = ws.index_side.stream;
+    const LaunchPriority urgent(ws.priority_high);
+    launch_gemv_bf16(a.in_proj.data + static_cast<size_t>(a.in_proj.rows - index_rows) * a.in_proj.cols, ws.x.data(), 1,
+                     index_rows, a.in_proj.cols, index, side);
+    launch_attention_decode_prep(index_prep, side);
     const auto cached_blocks = static_cast<int32_t>(state.block_keys.size() / static_cast<size_t>(id));
     launch_qsa_select(index, ih, id, state.block_keys.data(), position, ratio, static_cast<int32_t>(c.block_topk()),
-                      cached_blocks, ws.qsa_scores.data(), ws.qsa_selected.data(), ws.qsa_count.data(), stream);
+                      cached_blocks, ws.qsa_scores.data(), ws.qsa_selected.data(), ws.qsa_count.data(), side);
+    IMP_CUDA_CHECK(cudaEventRecord(ws.index_side.join, side));
     selected = ws.qsa_selected.data();
     count = ws.qsa_count.data();
   }
-  // After launch_qsa_select the queries, pages and position are final when the attention kernel starts.
+  // [q|(gate) per head, k, v]
+  launch_gemv_bf16_without_gates(a.in_proj.data, ws.x.data(), a.in_proj.rows - index_rows, a.in_proj.cols, heads, hd,
+                                 ws.proj.data(), stream);
+  launch_attention_decode_prep(prep, stream);
+  // The join: the attention starts once the selection and the prep are both complete, so it loads its queries
+  // after its own wait.
+  if (c.has_qsa) IMP_CUDA_CHECK(cudaStreamWaitEvent(stream, ws.index_side.join, 0));
   launch_attention_decode(pages, qg, /*gate=*/nullptr, 2 * hd, position, selected, count, ws.max_selected, 1, heads, kv_heads, hd,
-                          ws.attention_partials.data(), ws.core.data(), stream, /*inputs_final_at_launch=*/c.has_qsa);
+                          ws.attention_partials.data(), ws.core.data(), stream, /*inputs_final_at_launch=*/false);
   gated_out_projection_hc_write(c, a.o_proj, ws, stream);
 }
 
@@ -253,6 +270,8 @@ DecodeWorkspace::DecodeWorkspace(const DeviceModel& model) {
   ple_normed = DeviceBuffer<float>(width);
   logits = DeviceBuffer<float>(static_cast<size_t>(c.vocab_size));
   IMP_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&priority_low, &priority_high));
+  // The main chain one level below the highest, which the QSA index branch takes (where the device has 3 levels).
+  priority_main = priority_high < priority_low - 1 ? priority_high + 1 : priority_high;
 }
 
 void enqueue_decode_step(const DeviceModel& model, const KvCache& kv, SequenceStateDevice& sequence,
@@ -261,7 +280,7 @@ void enqueue_decode_step(const DeviceModel& model, const KvCache& kv, SequenceSt
   const int32_t* token = sequence.step_token.data();
   const int32_t* position = sequence.step_position.data();
   const PdlScope pdl;  // each kernel's launch overlaps the previous one's tail (launch.h)
-  const LaunchPriority critical(ws.priority_high);  // all but the output gates' side branch
+  const LaunchPriority critical(ws.priority_main);  // all but the output gates' and the QSA index branches
 
   // The first PLE layer's token half on the side branch, beside the layers before it (~30 us of dependent kernels
   // off the step's critical path); it joins before that layer's stream half. Later PLE layers (none in the

@@ -15,7 +15,8 @@ namespace imp::cuda {
 
 // A second stream and its fork / join events: a side branch of the decode step, joined into the captured graph by
 // the events (the first PLE layer's token-only half beside the layers before it; each GDN or attention layer's
-// output gate beside the rest of its in-projection and the kernels after it).
+// output gate beside the rest of its in-projection and the kernels after it; an attention layer's QSA selection
+// beside its q / k / v rows).
 struct SideBranch {
   SideBranch();
   ~SideBranch();
@@ -46,9 +47,12 @@ struct DecodeWorkspace {
   DeviceBuffer<float> ple_emb, ple_key_value, ple_query, ple_gated, ple_normed;
   DeviceBuffer<float> logits;       // [vocab]
   int32_t max_selected = 0;
-  int priority_low = 0, priority_high = 0;  // the device's stream priority range: the output gates, everything else
+  // The device's stream priority range: the output gates at the lowest, the QSA index branch at the highest, the
+  // main chain between (or at the highest too, on devices with fewer than three levels).
+  int priority_low = 0, priority_high = 0, priority_main = 0;
   SideBranch side;       // PLE
   SideBranch gate_side;  // output gates
+  SideBranch index_side;  // the QSA indexer's rows, prep and selection (attention layers)
 };
 
 // Enqueues one decode step of `sequence` on `stream` (graph-capturable).
