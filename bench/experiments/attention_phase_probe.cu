@@ -2,9 +2,9 @@
 // partial kernel, then the combine)? Compiles attention_decode.cu and attention_decode_mma.cu with their
 // IMP_PHASE_PROBE timestamps (thread 0 of every block, %globaltimer) and runs 12 launches (the released model's
 // attention layers) in one PDL graph at the released shape (24 query heads, 2 KV heads, head_dim 256, bf16 pages of
-// 64 tokens), with the early loads of the
-// decode step (inputs final at launch, a selection list). `attention_phase_probe 1024`: a selection of every token
-// of a 1024-token context (the guess stands); `attention_phase_probe 32768`: 2048 selected tokens of 32768 (32
+// 64 tokens), with a selection list as the decode step passes it (the early loads before the wait that session 20
+// probed went in session 35). `attention_phase_probe 1024`: a selection of every token
+// of a 1024-token context (read without the list); `attention_phase_probe 32768`: 2048 selected tokens of 32768 (32
 // blocks of 64). Prints the last launch's steps from the partial kernel's first block entry: min / median / max.
 // Since session 20 these bf16 pages take the tensor-core partial kernel (attention_decode_mma.cu, compiled here too).
 //   partial: 0 entry, 1 after the wait, 2 first tile's K/V in registers (issued; the tensor-core kernel: in shared
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     for (int l = 0; l < layers; ++l) {
       imp::cuda::launch_attention_decode(cache, d_qg.data(), d_qg.data() + hd, 2 * hd, d_pos.data(), d_sel.data(),
                                          d_count.data(), selected_count, 1, heads, kv_heads, hd, d_ws.data(), d_out.data(),
-                                         stream, true);
+                                         stream);
     }
   }
   IMP_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));

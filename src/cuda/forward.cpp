@@ -190,7 +190,7 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
   // after its own wait.
   if (c.has_qsa) IMP_CUDA_CHECK(cudaStreamWaitEvent(stream, ws.index_side.join, 0));
   launch_attention_decode(pages, qg, /*gate=*/nullptr, 2 * hd, position, selected, count, ws.max_selected, 1, heads, kv_heads, hd,
-                          ws.attention_partials.data(), ws.core.data(), stream, /*inputs_final_at_launch=*/false);
+                          ws.attention_partials.data(), ws.core.data(), stream);
   gated_out_projection_hc_write(c, a.o_proj, ws, stream);
 }
 

@@ -182,9 +182,9 @@ struct KernelCase {
   bool bf16_pages;
   bool use_selected;
   std::vector<int> counts;  // per row: tokens attended (dense: position = count - 1)
-  // The early path (inputs_final_at_launch): K/V loaded before the wait for a guessed selection of every visible
-  // token. full_selection: the selected rows span only max(counts) tokens, so a row of that count selects all.
-  bool early = false, full_selection = false;
+  // full_selection: the selected rows span only max(counts) tokens, so a row of that count selects all of them
+  // (the decode step's list while every QSA block is kept: read as 0 .. count - 1, without the list).
+  bool full_selection = false;
 };
 
 void run_kernel_case(const KernelCase& t) {
@@ -275,7 +275,7 @@ void run_kernel_case(const KernelCase& t) {
   for (int pass = 0; pass < 2; ++pass) {
     launch_attention_decode(desc, d_qg.data(), d_qg.data() + hd, 2 * hd, d_pos.data(), t.use_selected ? d_sel.data() : nullptr,
                             t.use_selected ? d_count.data() : nullptr, max_selected, t.rows, t.heads, t.kv_heads, hd,
-                            d_workspace.data(), d_out.data(), nullptr, t.early);
+                            d_workspace.data(), d_out.data(), nullptr);
     IMP_CUDA_CHECK(cudaDeviceSynchronize());
     EXPECT_LE(max_rel_diff(d_out.download(), want), 1e-4) << "pass " << pass;
   }
@@ -290,14 +290,11 @@ TEST(GpuAttentionKernel, RowsWithDifferentCounts) { run_kernel_case({3, 24, 2, 2
 TEST(GpuAttentionKernel, SelectedRowsFp32SmallHeads) { run_kernel_case({2, 8, 2, 32, false, true, {5, 130}}); }
 TEST(GpuAttentionKernel, GroupAbove16Heads) { run_kernel_case({1, 48, 2, 128, true, false, {200}}); }
 TEST(GpuAttentionKernel, HeadDim512Fp32) { run_kernel_case({1, 32, 2, 512, false, false, {90}}); }
-// Early loads: the guess (every visible token) right, wrong (a real selection), and both in one launch.
-TEST(GpuAttentionKernel, EarlyLoadsKeptForAFullSelection) {
-  run_kernel_case({1, 24, 2, 256, true, true, {1025}, true, true});
-}
-TEST(GpuAttentionKernel, EarlyLoadsRedoneForASelection) { run_kernel_case({1, 24, 2, 256, true, true, {2051}, true}); }
-TEST(GpuAttentionKernel, EarlyLoadsRowsOfBothKinds) {
-  run_kernel_case({3, 24, 2, 256, true, true, {300, 17, 300}, true, true});
-  run_kernel_case({2, 8, 2, 32, false, true, {5, 130}, true, true});
+// Selections of every visible token (read without the list) alone and beside real selections in one launch.
+TEST(GpuAttentionKernel, FullSelection) { run_kernel_case({1, 24, 2, 256, true, true, {1025}, true}); }
+TEST(GpuAttentionKernel, RowsWithFullAndRealSelections) {
+  run_kernel_case({3, 24, 2, 256, true, true, {300, 17, 300}, true});
+  run_kernel_case({2, 8, 2, 32, false, true, {5, 130}, true});
 }
 TEST(GpuAttentionKernel, HeadDim20ScalarLoads) {
   run_kernel_case({1, 6, 3, 20, true, false, {41}});

@@ -111,7 +111,7 @@ template <bool Bf16, int D, int Vec>
 __global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
     KvPages cache, const float* q, int head_stride, const int32_t* positions, const int32_t* selected,
     const int32_t* selected_count, int max_selected, int heads, int kv_heads, int hd, int group_chunk, int lanes,
-    int tile, int splits, bool early, float* partial_acc, float* partial_stats) {
+    int tile, int splits, float* partial_acc, float* partial_stats) {
   static_assert(D % Vec == 0, "a thread's dims are whole chunks");
   constexpr int kChunks = D / Vec;
   extern __shared__ __align__(16) float smem[];
@@ -154,27 +154,14 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
     }
   };
   auto block_range = [&](int count, int& begin, int& end) { split_range(count, splits, split, tile, begin, end); };
-  // The queries go out in the same round trip as the token count. With `early`, the queries, positions and K/V
-  // pages are final before this kernel starts (the launcher's contract); only the selection comes from the
-  // previous kernel. So the queries and the first tile's keys and values, guessed to be every visible token (the
-  // selection while every block fits the QSA budget), are loaded before the wait, and kept if the count read
-  // after it says the guess was right (after the wait they were three dependent round trips: position, page, K/V).
+  // The queries go out in the same round trip as the token count.
   phase(0, 0);
-  if (!early) pdl_begin();
+  pdl_begin();
   const int visible = positions[row] + 1;
   load_queries(q + (static_cast<size_t>(row) * heads + head0) * head_stride, head_stride, gn, hd, q_s);
-  int begin = 0, end = 0, preloaded = -1;  // preloaded: the tile start whose K/V are in kreg / vreg
-  if (early) {
-    block_range(visible, begin, end);
-    if (begin < end) {
-      load_tile(begin, min(tile, end - begin), visible, visible);
-      preloaded = begin;
-    }
-    pdl_begin();
-  }
   phase(0, 1);
   const int count = selected ? selected_count[row] : visible;
-  if (count != visible) preloaded = -1;  // a real selection: its tiles are loaded in the loop
+  int begin = 0, end = 0;
   block_range(count, begin, end);
   if (begin >= end) {  // nothing here: neutral stats (the combine skips l == 0 and never reads this acc)
     if (tid < gn) {
@@ -202,7 +189,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_kernel(
   for (int start = begin; start < end; start += tile) {
     const int valid = min(tile, end - start);
     // K chunks into registers, V chunks into v_s.
-    if (start != preloaded) load_tile(start, valid, count, visible);
+    load_tile(start, valid, count, visible);
     phase(0, 2);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
@@ -395,7 +382,7 @@ template <bool Bf16, int D, int Vec>
 void launch_partial(const PartialArgs& a, dim3 grid, size_t shared, cudaStream_t stream) {
   launch_kernel(attention_decode_partial_kernel<Bf16, D, Vec>, grid, kThreads, shared, stream, 1,
       a.cache, a.q, a.head_stride, a.positions, a.selected, a.selected_count, a.max_selected, a.heads, a.kv_heads, a.hd,
-      a.group_chunk, a.lanes, a.tile, a.splits, a.early, a.partial_acc, a.partial_stats);
+      a.group_chunk, a.lanes, a.tile, a.splits, a.partial_acc, a.partial_stats);
 }
 
 template <bool Bf16, int Vec>
@@ -415,15 +402,12 @@ void launch_attention_decode(const KvPages& cache, const float* q, const float* 
                              const int32_t* positions,
                              const int32_t* selected, const int32_t* selected_count, int32_t max_selected,
                              int32_t rows, int32_t heads, int32_t kv_heads, int32_t head_dim, float* workspace,
-                             float* out, cudaStream_t stream, bool inputs_final_at_launch) {
+                             float* out, cudaStream_t stream) {
   if (head_dim < 1 || head_dim > kMaxHeadDim || kv_heads < 1 || heads % kv_heads != 0) {
     throw_invalid_launch("attention decode: head_dim outside [1, 512] or heads not a multiple of kv heads");
   }
   if (rows < 1) return;
   if (workspace == nullptr) throw_invalid_launch("attention decode: no workspace");
-  if (inputs_final_at_launch && selected == nullptr) {
-    throw_invalid_launch("attention decode: early loads guess a selection, and there is none");
-  }
   // Threads per token: the power of two covering head_dim in D-element slices (at most 16 per token).
   const int d = head_dim <= 128 ? 8 : (head_dim <= 256 ? 16 : 32);
   int lanes = 1;
@@ -449,7 +433,7 @@ void launch_attention_decode(const KvPages& cache, const float* q, const float* 
   splits = splits < 1 ? 1 : (splits > max_splits_for_rows(rows) ? max_splits_for_rows(rows) : splits);
 
   PartialArgs a{cache, q, head_stride, positions, selected, selected_count, max_selected, heads, kv_heads, head_dim,
-                group_chunk, lanes, tile, splits, inputs_final_at_launch, workspace,
+                group_chunk, lanes, tile, splits, workspace,
                 workspace + static_cast<size_t>(rows) * heads * splits * head_dim};
   const dim3 grid(splits, kv_heads * chunks_per_kv, rows);
   if (mma) {

@@ -76,14 +76,11 @@ void launch_attention_decode_prep(const DecodePrep& prep, cudaStream_t stream);
 // to 256 and 16-byte aligned queries, on tensor cores), then a second kernel merges the splits.
 // workspace: fp32 scratch of attention_decode_workspace_floats(rows, heads, head_dim) elements (any
 // contents; only read after this call's own writes).
-// inputs_final_at_launch: q, positions and the K/V pages were written before the previous kernel in the stream,
-// and that kernel lets its successor launch only after its own PDL wait (the decode step's launch_qsa_select):
-// the kernel then loads them before its own wait, guessing that the selection is every visible token.
 void launch_attention_decode(const KvPages& cache, const float* q, const float* gate, int32_t head_stride,
                              const int32_t* positions,
                              const int32_t* selected, const int32_t* selected_count, int32_t max_selected,
                              int32_t rows, int32_t heads, int32_t kv_heads, int32_t head_dim, float* workspace,
-                             float* out, cudaStream_t stream, bool inputs_final_at_launch = false);
+                             float* out, cudaStream_t stream);
 
 // Floats of scratch launch_attention_decode needs for `rows` rows of `heads` query heads.
 size_t attention_decode_workspace_floats(int32_t rows, int32_t heads, int32_t head_dim);

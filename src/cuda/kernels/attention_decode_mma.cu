@@ -36,8 +36,7 @@ __host__ __device__ constexpr size_t shared_bytes(int hd) {
 }
 
 // Block (split, KV head x head chunk, row), as attention_decode_partial_kernel: the same token ranges (tiles of
-// kMmaTile), the same early loads (queries and the first tile guessed to be every visible token, before the PDL
-// wait, kept when the count says so), the same partials.
+// kMmaTile), the same partials.
 __global__ void __launch_bounds__(kThreads) attention_decode_partial_mma_kernel(PartialArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   __shared__ float m_s[kRows], l_s[kRows], corr_s[kRows];
@@ -111,21 +110,12 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_mma_kernel(
   };
 
   phase(0, 0);
-  if (!a.early) pdl_begin();
+  pdl_begin();
   const int visible = a.positions[row] + 1;
   load_queries();
-  int begin = 0, end = 0, preloaded = -1;  // preloaded: the tile start whose K/V are in kraw / vraw
-  if (a.early) {
-    split_range(visible, a.splits, split, kMmaTile, begin, end);
-    if (begin < end) {
-      load_tile(begin, min(kMmaTile, end - begin), visible, visible);
-      preloaded = begin;
-    }
-    pdl_begin();
-  }
   phase(0, 1);
   const int count = a.selected ? a.selected_count[row] : visible;
-  if (count != visible) preloaded = -1;  // a real selection: its tiles are loaded in the loop
+  int begin = 0, end = 0;
   split_range(count, a.splits, split, kMmaTile, begin, end);
   if (begin >= end) {  // nothing here: neutral stats (the combine skips l == 0 and never reads this acc)
     if (tid < gn) {
@@ -154,7 +144,7 @@ __global__ void __launch_bounds__(kThreads) attention_decode_partial_mma_kernel(
 
   for (int start = begin; start < end; start += kMmaTile) {
     const int valid = min(kMmaTile, end - start);
-    if (start != preloaded) load_tile(start, valid, count, visible);
+    load_tile(start, valid, count, visible);
     store_tile();
     __syncthreads();  // the tile (and, the first time, the stats) in place
     phase(0, 2);

@@ -20,7 +20,6 @@ struct PartialArgs {
   const int32_t* selected;
   const int32_t* selected_count;
   int max_selected, heads, kv_heads, hd, group_chunk, lanes, tile, splits;
-  bool early;
   float* partial_acc;
   float* partial_stats;
 };
