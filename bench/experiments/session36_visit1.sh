@@ -22,6 +22,7 @@
 #   build/exp/imp_gpu_tests_{f7d6b01,rb,fs}, build/cuda/bin/lib).
 # Session 35 left these built in build/exp (imp_f884e23 from a worktree of f884e23; imp_f7d6b01, imp_rb and imp_fs from
 # the tree at c44d99d, whose src is f7d6b01's; their imp_gpu_tests_* beside them), if that folder is still there.
+# Packed as build/carry_session36.tar.xz: carry it and run `tar -xJf build/carry_session36.tar.xz && timeout 590 bash bench/experiments/session36_visit1.sh`.
 # About 8-9 minutes in all (the per-call limit is 10): run the A/B in a second call if the tests take longer.
 set -uo pipefail
 R=$OUT/raw; mkdir -p $R
