@@ -13,7 +13,9 @@
 #   the score kernel (every block normalises and rotates the index queries into shared memory with the prep
 #   kernel's function; block 0 appends the raw key and writes and scores the newest block key): one boundary less on
 #   the branch, which at 32K probably still ends after the main chain's prep. Its QSA, attention and golden tests
-#   and memcheck (the selection must stay bit-identical: golden unchanged);
+#   and memcheck (the selection must stay bit-identical: golden unchanged). If kept, it still needs its own GpuQsa
+#   test against cpu::qsa_select (raw queries in, the completing and mid-block positions), and the prep kernel's
+#   index tasks, then unused by decode, removed with their test;
 # - A/B of f884e23 (the last measured tree), f7d6b01, rb and fs at 1K / 32K, two rounds.
 # Build on f7d6b01's tree: bench/tools/build_variant.sh - f7d6b01 && bench/tools/build_variant.sh
 #   bench/experiments/session35_gdn_recurrent_branch.patch rb && bench/tools/build_variant.sh
