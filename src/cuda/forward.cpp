@@ -152,32 +152,34 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
   const int32_t* selected = nullptr;
   const int32_t* count = nullptr;
   if (c.has_qsa) {
-    // The indexer's rows (640 of the released in-projection), their prep (index query norm + RoPE, raw key, block
-    // key), the scores and the selection on their own branch at the highest priority, beside the rest of the
-    // in-projection and the attention prep; joined before the attention. On the main chain at 32K context they
+    // The indexer's rows (640 of the released in-projection), then their prep (index query norm + RoPE, raw key,
+    // block key) with the scores, and the selection, on their own branch at the highest priority, beside the rest of
+    // the in-projection and the attention prep; joined before the attention. On the main chain at 32K context they
     // took ~19 us after the in-projection; beside it, its blocks and stream delayed them until the branch had the
-    // highest priority (session 35: decode +0.3% at 1K, +0.85% at 32K).
-    DecodePrep index_prep = prep;
-    index_prep.heads = 0;
-    index_prep.kv_heads = 0;
-    index_prep.index = index;
-    index_prep.index_q_norm = a.index_q_norm.data;
-    index_prep.index_k_norm = a.index_k_norm.data;
-    index_prep.index_heads = ih;
-    index_prep.index_dim = id;
-    index_prep.ratio = ratio;
-    index_prep.raw_keys = state.index_keys.data();
-    index_prep.block_keys = state.block_keys.data();
+    // highest priority (session 35: decode +0.3% at 1K, +0.85% at 32K); the prep in the score kernel took one
+    // kernel boundary off the branch (session 36: +0.4% at 32K).
+    QsaDecodeIndex qsa;
+    qsa.index = index;
+    qsa.q_norm = a.index_q_norm.data;
+    qsa.k_norm = a.index_k_norm.data;
+    qsa.heads = ih;
+    qsa.dim = id;
+    qsa.rotary_dim = rot;
+    qsa.ratio = ratio;
+    qsa.inv_freq = model.inv_freq();
+    qsa.eps = eps;
+    qsa.raw_keys = state.index_keys.data();
+    qsa.block_keys = state.block_keys.data();
+    qsa.positions = position;
     IMP_CUDA_CHECK(cudaEventRecord(ws.index_side.fork, stream));
     IMP_CUDA_CHECK(cudaStreamWaitEvent(ws.index_side.stream, ws.index_side.fork, 0));
     cudaStream_t side = ws.index_side.stream;
     const LaunchPriority urgent(ws.priority_high);
     launch_gemv_bf16(a.in_proj.data + static_cast<size_t>(a.in_proj.rows - index_rows) * a.in_proj.cols, ws.x.data(), 1,
                      index_rows, a.in_proj.cols, index, side);
-    launch_attention_decode_prep(index_prep, side);
     const auto cached_blocks = static_cast<int32_t>(state.block_keys.size() / static_cast<size_t>(id));
-    launch_qsa_select(index, ih, id, state.block_keys.data(), position, ratio, static_cast<int32_t>(c.block_topk()),
-                      cached_blocks, ws.qsa_scores.data(), ws.qsa_selected.data(), ws.qsa_count.data(), side);
+    launch_qsa_decode_select(qsa, static_cast<int32_t>(c.block_topk()), cached_blocks, ws.qsa_scores.data(),
+                             ws.qsa_selected.data(), ws.qsa_count.data(), side);
     IMP_CUDA_CHECK(cudaEventRecord(ws.index_side.join, side));
     selected = ws.qsa_selected.data();
     count = ws.qsa_count.data();

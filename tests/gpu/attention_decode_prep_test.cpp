@@ -1,9 +1,8 @@
-// The decode prep kernel (launch_attention_decode_prep: q/k/indexer-q norm + RoPE, K/V append, indexer key
-// append and block key in one launch) against the CPU (cpu::rms_norm + Rope::apply per head, the block-key
-// mean/norm/RoPE; within 1e-5 of each head's scale: summation order and device cosf/sinf) and bit for bit
-// against the separate kernels prefill uses (head_norm_rope, kv_append, qsa_block_keys), at the released
-// shapes and a small one, bf16 and fp32 pages, positions that complete a QSA block and ones that do not.
-// Everything the kernel must not touch (gate halves, other cache rows, other block keys) keeps its NaN fill.
+// The decode prep kernel (launch_attention_decode_prep: q/k norm + RoPE and the K/V append in one launch) against
+// the CPU (cpu::rms_norm + Rope::apply per head; within 1e-5 of each head's scale: summation order and device
+// cosf/sinf) and bit for bit against the separate kernels prefill uses (head_norm_rope, kv_append), at the
+// released shapes and a small one, bf16 and fp32 pages. Everything the kernel must not touch (gate halves, other
+// cache rows) keeps its NaN fill. (The QSA index prep is launch_qsa_decode_select's: qsa_test.cpp.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,7 +14,6 @@
 #include "core/dtype.h"
 #include "cpu/blocks.h"
 #include "cuda/kernels/attention_decode.h"
-#include "cuda/kernels/qsa.h"
 #include "cuda/memory/device_buffer.h"
 #include "gpu_test_util.h"
 
@@ -25,7 +23,7 @@ namespace {
 using namespace testing_support;
 
 struct PrepCase {
-  int heads, kv_heads, head_dim, index_heads, index_dim, ratio, position;
+  int heads, kv_heads, head_dim, position;
   double partial_rotary;
   bool bf16_pages;
 };
@@ -66,7 +64,7 @@ void run_case(const PrepCase& t) {
   config.partial_rotary_factor = t.partial_rotary;
   config.rope_theta = 1e7;
   const cpu::Rope rope(config);
-  const int hd = t.head_dim, id = t.index_dim, kv_width = t.kv_heads * hd, rot = static_cast<int>(rope.rotary_dim());
+  const int hd = t.head_dim, kv_width = t.kv_heads * hd, rot = static_cast<int>(rope.rotary_dim());
   const int tokens = t.position + 1, pages = (tokens + kPage - 1) / kPage;
 
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -81,29 +79,22 @@ void run_case(const PrepCase& t) {
     return v;
   };
   const std::vector<float> qg = random(static_cast<size_t>(t.heads) * 2 * hd, 1.0f), k = random(kv_width, 1.0f),
-                           v = random(kv_width, 1.0f), index = random(static_cast<size_t>(t.index_heads + 1) * id, 1.0f);
-  const std::vector<uint16_t> q_norm = random_bits(hd), k_norm = random_bits(hd), index_q_norm = random_bits(id),
-                              index_k_norm = random_bits(id);
-  // Raw indexer keys of the earlier tokens (the current one is appended by the kernel), NaN at its row.
-  std::vector<float> raw = random(static_cast<size_t>(tokens) * id, 1.0f);
-  std::fill(raw.begin() + static_cast<ptrdiff_t>(t.position) * id, raw.end(), kNaN);
+                           v = random(kv_width, 1.0f);
+  const std::vector<uint16_t> q_norm = random_bits(hd), k_norm = random_bits(hd);
   std::vector<int32_t> table(static_cast<size_t>(pages));
   for (int i = 0; i < pages; ++i) table[static_cast<size_t>(i)] = pages - 1 - i;  // reversed: the table matters
   const size_t pool = static_cast<size_t>(pages) * kPage * kv_width;
-  const int blocks = tokens / t.ratio;
 
   struct Run {
-    DeviceBuffer<float> qg, k, v, index, raw, block_keys, keys_f, values_f;
+    DeviceBuffer<float> qg, k, v, keys_f, values_f;
     DeviceBuffer<uint16_t> keys_b, values_b;
     KvPages pages;
   };
-  DeviceBuffer<uint16_t> d_qn(q_norm), d_kn(k_norm), d_iqn(index_q_norm), d_ikn(index_k_norm);
+  DeviceBuffer<uint16_t> d_qn(q_norm), d_kn(k_norm);
   DeviceBuffer<int32_t> d_table(table), d_pos(std::vector<int32_t>{t.position});
   DeviceBuffer<float> d_inv_freq(rope.inv_freq);
   auto make_run = [&] {
-    Run r{DeviceBuffer<float>(qg), DeviceBuffer<float>(k), DeviceBuffer<float>(v), DeviceBuffer<float>(index),
-          DeviceBuffer<float>(raw), DeviceBuffer<float>(std::vector<float>(static_cast<size_t>(blocks + 1) * id, kNaN)),
-          DeviceBuffer<float>(std::vector<float>(pool, kNaN)), DeviceBuffer<float>(std::vector<float>(pool, kNaN)),
+    Run r{DeviceBuffer<float>(qg), DeviceBuffer<float>(k), DeviceBuffer<float>(v), DeviceBuffer<float>(std::vector<float>(pool, kNaN)), DeviceBuffer<float>(std::vector<float>(pool, kNaN)),
           DeviceBuffer<uint16_t>(std::vector<uint16_t>(pool, 0x7fc0)), DeviceBuffer<uint16_t>(std::vector<uint16_t>(pool, 0x7fc0)),
           KvPages{}};
     r.pages.keys = t.bf16_pages ? static_cast<void*>(r.keys_b.data()) : r.keys_f.data();
@@ -128,14 +119,6 @@ void run_case(const PrepCase& t) {
   prep.head_dim = hd;
   prep.rotary_dim = rot;
   prep.cache = fused.pages;
-  prep.index = fused.index.data();
-  prep.index_q_norm = d_iqn.data();
-  prep.index_k_norm = d_ikn.data();
-  prep.index_heads = t.index_heads;
-  prep.index_dim = id;
-  prep.ratio = t.ratio;
-  prep.raw_keys = fused.raw.data();
-  prep.block_keys = fused.block_keys.data();
   prep.positions = d_pos.data();
   prep.inv_freq = d_inv_freq.data();
   prep.eps = 1e-6f;
@@ -146,16 +129,6 @@ void run_case(const PrepCase& t) {
   launch_head_norm_rope(split.qg.data(), 2 * hd, d_qn.data(), 1, t.heads, hd, rot, d_pos.data(), d_inv_freq.data(), 1e-6f, nullptr);
   launch_head_norm_rope(split.k.data(), hd, d_kn.data(), 1, t.kv_heads, hd, rot, d_pos.data(), d_inv_freq.data(), 1e-6f, nullptr);
   launch_kv_append(split.pages, split.k.data(), split.v.data(), d_pos.data(), 1, kv_width, nullptr);
-  launch_head_norm_rope(split.index.data(), id, d_iqn.data(), 1, t.index_heads, id, rot, d_pos.data(), d_inv_freq.data(), 1e-6f,
-                        nullptr);
-  std::vector<float> raw_full = raw;
-  std::copy_n(index.begin() + static_cast<ptrdiff_t>(t.index_heads) * id, id, raw_full.begin() + static_cast<ptrdiff_t>(t.position) * id);
-  split.raw.upload(raw_full);
-  const bool completes = tokens % t.ratio == 0;
-  if (completes) {
-    launch_qsa_block_keys(split.raw.data(), blocks - 1, blocks, t.ratio, id, d_ikn.data(), 1e-6f, rot, d_inv_freq.data(),
-                          split.block_keys.data(), nullptr);
-  }
 
   // Bit for bit against the separate kernels, everywhere (NaN fills included).
   auto expect_same = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
@@ -164,12 +137,8 @@ void run_case(const PrepCase& t) {
     for (size_t i = 0; i < a.size(); ++i) bad += !same_bits(a[i], b[i]) && !(std::isnan(a[i]) && std::isnan(b[i]));
     EXPECT_EQ(bad, 0u) << what;
   };
-  const std::vector<float> got_qg = fused.qg.download(), got_index = fused.index.download(), got_raw = fused.raw.download(),
-                           got_block = fused.block_keys.download();
+  const std::vector<float> got_qg = fused.qg.download();
   expect_same(got_qg, split.qg.download(), "q_gate");
-  expect_same(got_index, split.index.download(), "index");
-  expect_same(got_raw, split.raw.download(), "raw keys");
-  expect_same(got_block, split.block_keys.download(), "block keys");
   const std::vector<float> got_keys = t.bf16_pages ? to_floats(fused.keys_b.download()) : fused.keys_f.download();
   const std::vector<float> got_values = t.bf16_pages ? to_floats(fused.values_b.download()) : fused.values_f.download();
   expect_same(got_keys, t.bf16_pages ? to_floats(split.keys_b.download()) : split.keys_f.download(), "cache keys");
@@ -195,33 +164,13 @@ void run_case(const PrepCase& t) {
   size_t written = 0;
   for (float x : got_keys) written += !std::isnan(x);
   EXPECT_EQ(written, static_cast<size_t>(kv_width)) << "only the token's own cache row is written";
-  for (int h = 0; h < t.index_heads; ++h) {
-    expect_head_near(got_index.data() + static_cast<size_t>(h) * id,
-                     cpu_head(index.data() + static_cast<size_t>(h) * id, id, index_q_norm, rope, t.position), "indexer query head", h);
-  }
-  for (int i = 0; i < id; ++i) {
-    ASSERT_TRUE(same_bits(got_raw[static_cast<size_t>(t.position) * id + i], index[static_cast<size_t>(t.index_heads) * id + i]));
-  }
-  for (int b = 0; b <= blocks; ++b) {
-    const float* key = got_block.data() + static_cast<size_t>(b) * id;
-    if (!completes || b != blocks - 1) {
-      for (int i = 0; i < id; ++i) ASSERT_TRUE(std::isnan(key[i])) << "block " << b << " must stay untouched";
-      continue;
-    }
-    std::vector<float> mean(static_cast<size_t>(id), 0.0f);
-    for (int r = 0; r < t.ratio; ++r) {
-      for (int i = 0; i < id; ++i) mean[static_cast<size_t>(i)] += raw_full[(static_cast<size_t>(b) * t.ratio + r) * id + i];
-    }
-    for (float& x : mean) x /= static_cast<float>(t.ratio);
-    expect_head_near(key, cpu_head(mean.data(), id, index_k_norm, rope, static_cast<int64_t>(b) * t.ratio), "block key", b);
-  }
 }
 
-// Released shapes: 24/2 heads of 256 (partial rotary 0.25), indexer 4 heads of 128, ratio 4.
-TEST(GpuAttentionDecodePrep, ReleasedShapesBf16PagesCompletingABlock) { run_case({24, 2, 256, 4, 128, 4, 1023, 0.25, true}); }
-TEST(GpuAttentionDecodePrep, ReleasedShapesFp32PagesMidBlock) { run_case({24, 2, 256, 4, 128, 4, 1025, 0.25, false}); }
-TEST(GpuAttentionDecodePrep, SmallHeadsFirstToken) { run_case({4, 1, 32, 2, 16, 4, 0, 0.5, true}); }
-TEST(GpuAttentionDecodePrep, SmallHeadsRatioEightCompleting) { run_case({6, 3, 48, 3, 32, 8, 39, 0.5, false}); }
+// Released shapes: 24/2 heads of 256 (partial rotary 0.25).
+TEST(GpuAttentionDecodePrep, ReleasedShapesBf16Pages) { run_case({24, 2, 256, 1023, 0.25, true}); }
+TEST(GpuAttentionDecodePrep, ReleasedShapesFp32Pages) { run_case({24, 2, 256, 1025, 0.25, false}); }
+TEST(GpuAttentionDecodePrep, SmallHeadsFirstToken) { run_case({4, 1, 32, 0, 0.5, true}); }
+TEST(GpuAttentionDecodePrep, SmallHeadsOddGroup) { run_case({6, 3, 48, 39, 0.5, false}); }
 
 }  // namespace
 }  // namespace imp::cuda

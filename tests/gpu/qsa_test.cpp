@@ -1,15 +1,20 @@
-// The GPU QSA selection (block-key cache + scores + radix top-k) against cpu::qsa_select: identical token
-// lists, dense and beyond the budget, at the released indexer shapes and with many exact score ties; the
-// batched prefill selection (launch_qsa_select_rows, bitmaps) against cpu::qsa_select and the per-row kernel.
+// The GPU QSA selection (block-key cache + scores + radix top-k) against cpu::qsa_select: the decode path with its
+// index prep (launch_qsa_decode_select) and the per-row one (launch_qsa_select), dense and beyond the budget, at
+// the released indexer shapes and with many exact score ties; the batched prefill selection
+// (launch_qsa_select_rows, bitmaps) against cpu::qsa_select and the per-row kernel.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
 #include <random>
 #include <vector>
 
 #include "core/dtype.h"
 #include "cpu/blocks.h"
-#include "cuda/kernels/attention_decode.h"
+#include "cpu/ops.h"
 #include "cuda/kernels/qsa.h"
 #include "cuda/memory/device_buffer.h"
 #include "gpu_test_util.h"
@@ -19,8 +24,20 @@ namespace {
 
 using namespace testing_support;
 
-// capacity_blocks: the block-key cache's capacity handed to launch_qsa_select (0: just the blocks), which picks
-// the cluster kernel or the one-block kernel that reads the scores from L2 in every pass.
+// The decode path (launch_qsa_decode_select: the token's index prep, scores and selection) token by token from
+// half the budget (or half the context) on, after the earlier block keys were written by range (prefill): each token's raw
+// query heads and raw key go in as the index GEMV writes them. At the checked positions:
+//   - the scores (before every block fits the budget) within 1e-4 of the largest of a host reference from the
+//     CPU's normed, rotated queries (cpu::rms_norm + Rope::apply; the device's norm and sin/cos round differently)
+//     and the cache's block keys;
+//   - the token list exactly the top blocks of the device's own scores (ties: lower block) plus the tail, or every
+//     token while the blocks fit the budget;
+//   - the same queries normed on the host through the per-row path (launch_qsa_select, prefill's fallback) give
+//     exactly cpu::qsa_select's list, which builds its block keys from the raw keys itself.
+// After the last token the raw-key cache holds every token's key and the block keys are bit for bit those of the
+// range kernel; the slots past the last complete block keep their NaN fill.
+// capacity_blocks: the block-key cache's capacity (0: just the blocks), which picks the cluster selection or the
+// one-block kernel that reads the scores from L2 in every pass.
 void run_case(int heads, int dim, int budget, int ratio, int tokens, float query_bias, int capacity_blocks = 0) {
   model::ModelConfig config;
   config.head_dim = dim;
@@ -33,62 +50,123 @@ void run_case(int heads, int dim, int budget, int ratio, int tokens, float query
   config.indexer_budget = budget;
   config.indexer_compress_ratio = ratio;
   const cpu::Rope rope(config);
+  const int rot = static_cast<int>(config.rotary_dim()), block_topk = budget / ratio;
+  constexpr float kEps = 1e-6f;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
 
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> raw(static_cast<size_t>(tokens) * dim);
   for (float& v : raw) v = dist(rng());
-  std::vector<uint16_t> k_norm_bits(static_cast<size_t>(dim)), q_norm_bits(static_cast<size_t>(dim)), unused(1);
+  std::vector<uint16_t> k_norm_bits(static_cast<size_t>(dim)), q_norm_bits(static_cast<size_t>(dim));
   for (auto& b : k_norm_bits) b = f32_to_bf16(0.1f * dist(rng()));
-  model::TensorInfo k_norm;
-  k_norm.name = "k_norm";
-  k_norm.dtype = DType::kBF16;
-  k_norm.shape = {dim};
-  k_norm.data = reinterpret_cast<const uint8_t*>(k_norm_bits.data());
-  k_norm.nbytes = k_norm_bits.size() * 2;
+  for (auto& b : q_norm_bits) b = f32_to_bf16(0.1f * dist(rng()));
+  const model::TensorInfo k_norm = host_tensor(k_norm_bits.data(), DType::kBF16, {dim});
+  const model::TensorInfo q_norm = host_tensor(q_norm_bits.data(), DType::kBF16, {dim});
   const model::IndexerWeights w{nullptr, nullptr, &k_norm};
 
-  DeviceBuffer<float> d_raw(raw), d_inv_freq(rope.inv_freq);
-  DeviceBuffer<uint16_t> d_k_norm(k_norm_bits);
-  const int blocks = tokens / ratio;
+  // The decode starts below the budget (so the first selections beyond it are decode's) and mid-context at most.
+  const int blocks = tokens / ratio, start = std::min(blocks / 2, budget / 2 / ratio) * ratio;
   const int capacity = std::max(capacity_blocks, blocks);
-  DeviceBuffer<float> d_block_keys(static_cast<size_t>(capacity) * dim), d_scores(static_cast<size_t>(blocks) + 1);
-  // Fill the block-key cache as blocks complete over time: the first half by range (prefill), the rest
-  // token by token with the decode prep kernel, which must only write when a token completes a block.
-  launch_qsa_block_keys(d_raw.data(), 0, blocks / 2, ratio, dim, d_k_norm.data(), 1e-6f, static_cast<int>(config.rotary_dim()),
-                        d_inv_freq.data(), d_block_keys.data(), nullptr);
+  std::vector<float> raw_cache(raw.size(), nan);
+  std::copy_n(raw.begin(), static_cast<ptrdiff_t>(start) * dim, raw_cache.begin());
+  DeviceBuffer<float> d_raw(raw_cache), d_inv_freq(rope.inv_freq);
+  DeviceBuffer<uint16_t> d_k_norm(k_norm_bits), d_q_norm(q_norm_bits);
+  DeviceBuffer<float> d_block_keys(std::vector<float>(static_cast<size_t>(capacity) * dim, nan));
+  DeviceBuffer<float> d_scores(static_cast<size_t>(blocks) + 1);
+  launch_qsa_block_keys(d_raw.data(), 0, start / ratio, ratio, dim, d_k_norm.data(), kEps, rot, d_inv_freq.data(),
+                        d_block_keys.data(), nullptr);
+
   DeviceBuffer<int32_t> d_position(1);
-  DecodePrep prep;  // the decode prep kernel's QSA part alone: no attention heads, the raw key of token p
-  prep.index_q_norm = d_k_norm.data();
-  prep.index_k_norm = d_k_norm.data();
-  prep.index_dim = dim;
-  prep.ratio = ratio;
-  prep.rotary_dim = static_cast<int32_t>(config.rotary_dim());
-  prep.raw_keys = d_raw.data();
-  prep.block_keys = d_block_keys.data();
-  prep.positions = d_position.data();
-  prep.inv_freq = d_inv_freq.data();
-  prep.eps = 1e-6f;
-  for (int32_t p = blocks / 2 * ratio; p < tokens; ++p) {
-    d_position.upload(std::span<const int32_t>(&p, 1));
-    prep.index = d_raw.data() + static_cast<size_t>(p) * dim;  // appended onto itself
-    launch_attention_decode_prep(prep, nullptr);
-  }
+  DeviceBuffer<float> d_index(static_cast<size_t>(heads + 1) * dim);
+  QsaDecodeIndex index;
+  index.index = d_index.data();
+  index.q_norm = d_q_norm.data();
+  index.k_norm = d_k_norm.data();
+  index.heads = heads;
+  index.dim = dim;
+  index.rotary_dim = rot;
+  index.ratio = ratio;
+  index.inv_freq = d_inv_freq.data();
+  index.eps = kEps;
+  index.raw_keys = d_raw.data();
+  index.block_keys = d_block_keys.data();
+  index.positions = d_position.data();
 
   const int max_selected = budget + ratio - 1;
   DeviceBuffer<int32_t> d_selected(static_cast<size_t>(max_selected)), d_count(1);
-  for (int position : {ratio - 1, budget + ratio - 2, budget + ratio - 1, tokens / 2 + 1, tokens - 1}) {
-    std::vector<float> queries(static_cast<size_t>(heads) * dim);
-    for (float& v : queries) v = dist(rng()) + query_bias;
-    const std::vector<int64_t> want = cpu::qsa_select(config, w, rope, queries.data(), raw.data(), position);
+  auto selection = [&] {
+    const int count = d_count.download()[0];
+    const std::vector<int32_t> all = d_selected.download();
+    return std::vector<int64_t>(all.begin(), all.begin() + count);
+  };
+  const std::vector<int> checked = {ratio - 1, budget + ratio - 2, budget + ratio - 1, tokens / 2 + 1, tokens - 1};
+  for (int32_t p = start; p < tokens; ++p) {
+    std::vector<float> row(static_cast<size_t>(heads + 1) * dim);
+    for (size_t i = 0; i < static_cast<size_t>(heads) * dim; ++i) row[i] = dist(rng()) + query_bias;
+    std::copy_n(raw.begin() + static_cast<ptrdiff_t>(p) * dim, dim, row.begin() + static_cast<ptrdiff_t>(heads) * dim);
+    d_index.upload(row);
+    d_position.upload(std::span<const int32_t>(&p, 1));
+    launch_qsa_decode_select(index, block_topk, capacity, d_scores.data(), d_selected.data(), d_count.data(), nullptr);
+    if (std::find(checked.begin(), checked.end(), p) == checked.end()) continue;
+
+    std::vector<float> queries(row.begin(), row.begin() + static_cast<ptrdiff_t>(heads) * dim);
+    cpu::rms_norm(queries.data(), cpu::to_f32(&q_norm), heads, dim, dim, kEps, queries.data());
+    for (int h = 0; h < heads; ++h) rope.apply(queries.data() + static_cast<size_t>(h) * dim, p);
+    const int visible = p + 1, row_blocks = visible / ratio;
+    const std::vector<int64_t> got = selection();
+    std::vector<int64_t> want;
+    if (row_blocks <= block_topk) {
+      for (int t = 0; t < visible; ++t) want.push_back(t);
+    } else {
+      const std::vector<float> keys = d_block_keys.download(), scores = d_scores.download();
+      double largest = 0.0, diff = 0.0;
+      for (int b = 0; b < row_blocks; ++b) {
+        double score = 0.0;
+        for (int h = 0; h < heads; ++h) {
+          double dot = 0.0;
+          for (int i = 0; i < dim; ++i) {
+            dot += static_cast<double>(queries[static_cast<size_t>(h) * dim + i]) * keys[static_cast<size_t>(b) * dim + i];
+          }
+          score += std::max(0.0, dot);
+        }
+        score /= std::sqrt(static_cast<double>(dim));
+        ASSERT_TRUE(std::isfinite(scores[static_cast<size_t>(b)])) << "position " << p << " block " << b;
+        largest = std::max(largest, std::fabs(score));
+        diff = std::max(diff, std::fabs(scores[static_cast<size_t>(b)] - score));
+      }
+      EXPECT_LE(diff, 1e-4 * largest) << "position " << p;
+      std::vector<int> order(static_cast<size_t>(row_blocks));
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+        return scores[static_cast<size_t>(a)] > scores[static_cast<size_t>(b)];
+      });
+      order.resize(static_cast<size_t>(block_topk));
+      std::sort(order.begin(), order.end());
+      for (int b : order) {
+        for (int r = 0; r < ratio; ++r) want.push_back(static_cast<int64_t>(b) * ratio + r);
+      }
+      for (int t = row_blocks * ratio; t < visible; ++t) want.push_back(t);
+    }
+    ASSERT_EQ(got, want) << "decode, position " << p;
 
     DeviceBuffer<float> d_queries(queries);
-    d_position.upload(std::span<const int32_t>(&position, 1));
-    launch_qsa_select(d_queries.data(), heads, dim, d_block_keys.data(), d_position.data(), ratio, budget / ratio,
-                      capacity, d_scores.data(), d_selected.data(), d_count.data(), nullptr);
-    const int count = d_count.download()[0];
-    const std::vector<int32_t> got_all = d_selected.download();
-    ASSERT_EQ(count, static_cast<int>(want.size())) << "position " << position;
-    for (int i = 0; i < count; ++i) ASSERT_EQ(got_all[static_cast<size_t>(i)], want[static_cast<size_t>(i)]) << "position " << position << " entry " << i;
+    launch_qsa_select(d_queries.data(), heads, dim, d_block_keys.data(), d_position.data(), ratio, block_topk, capacity,
+                      d_scores.data(), d_selected.data(), d_count.data(), nullptr);
+    ASSERT_EQ(selection(), cpu::qsa_select(config, w, rope, queries.data(), raw.data(), p)) << "per row, position " << p;
+  }
+
+  const std::vector<float> got_raw = d_raw.download(), got_keys = d_block_keys.download();
+  for (size_t i = 0; i < raw.size(); ++i) ASSERT_EQ(std::memcmp(&got_raw[i], &raw[i], sizeof(float)), 0) << "raw key element " << i;
+  DeviceBuffer<float> d_want_keys(static_cast<size_t>(blocks) * dim);
+  launch_qsa_block_keys(d_raw.data(), 0, blocks, ratio, dim, d_k_norm.data(), kEps, rot, d_inv_freq.data(),
+                        d_want_keys.data(), nullptr);
+  const std::vector<float> want_keys = d_want_keys.download();
+  for (size_t i = 0; i < got_keys.size(); ++i) {
+    if (i < want_keys.size()) {
+      ASSERT_EQ(std::memcmp(&got_keys[i], &want_keys[i], sizeof(float)), 0) << "block key element " << i;
+    } else {
+      ASSERT_TRUE(std::isnan(got_keys[i])) << "block key slot element " << i << " past the last complete block";
+    }
   }
 }
 

@@ -39,10 +39,8 @@ void launch_kv_append(const KvPages& cache, const float* k, const float* v, cons
 // the attention itself, in one launch. (1 + w) RMSNorm + RoPE on the first rotary_dim dims (as
 // launch_head_norm_rope) of the query heads, in place in q_gate (head h at h * 2 * head_dim), and of the key
 // heads, whose keys go with their values into the KV pages (as launch_kv_append; k itself is left as it
-// is). With QSA (index != nullptr; index = [index_heads query heads | raw key] of index_dim each): the indexer
-// query heads normed and rotated in place, the raw key appended to raw_keys [tokens, index_dim] and, when the
-// token completes a block of `ratio`, that block's key (qsa.h, launch_qsa_block_keys). Graph-safe: the
-// position is read on the device. head_dim, index_dim <= 512.
+// is). The QSA indexer's prep is launch_qsa_decode_select's (qsa.h). Graph-safe: the position is read on the
+// device. head_dim <= 512.
 struct DecodePrep {
   float* q_gate = nullptr;
   const uint16_t* q_norm = nullptr;
@@ -52,12 +50,6 @@ struct DecodePrep {
   const uint16_t* k_norm = nullptr;
   int32_t kv_heads = 0, head_dim = 0, rotary_dim = 0;
   KvPages cache;
-  float* index = nullptr;
-  const uint16_t* index_q_norm = nullptr;
-  const uint16_t* index_k_norm = nullptr;
-  int32_t index_heads = 0, index_dim = 0, ratio = 1;
-  float* raw_keys = nullptr;
-  float* block_keys = nullptr;
   const int32_t* positions = nullptr;
   const float* inv_freq = nullptr;
   float eps = 0.0f;

@@ -5,7 +5,7 @@
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
 #include "cuda/kernels/kv_pages.cuh"
-#include "cuda/kernels/qsa_block_key.cuh"
+#include "cuda/kernels/head_norm_rope.cuh"
 
 #include <cuda_bf16.h>
 
@@ -48,45 +48,8 @@ __global__ void kv_append_kernel(KvPages cache, const float* k, const float* v, 
   }
 }
 
-// Decode prep: one warp per task, in order the query heads, the key heads (+ K/V append), the indexer query
-// heads, the indexer key (append + block key).
+// Decode prep: one warp per task, in order the query heads, the key heads (+ K/V append).
 constexpr int kPrepWarps = 8;
-
-// A lane's elements lane, lane + 32, ... of a head (up to kMaxHeadDim), loaded in one round trip: a loop of
-// one load and one store per step waits for every load in turn.
-constexpr int kHeadLanes = kMaxHeadDim / kWarp;
-template <class T>
-__device__ __forceinline__ void load_head_lanes(const T* in, int head_dim, int lane, T (&v)[kHeadLanes]) {
-#pragma unroll
-  for (int j = 0; j < kHeadLanes; ++j) {
-    if (lane + j * kWarp < head_dim) v[j] = in[lane + j * kWarp];
-  }
-}
-
-// One head's (1 + w) RMSNorm and RoPE into `out` (the warp's shared buffer); gain is scratch. The arithmetic
-// and order of head_norm_rope_kernel, so both give the same bits; the input and weight loads go out together.
-__device__ __forceinline__ void norm_rope_head(const float* in, const uint16_t* weight, int head_dim, int rotary_dim,
-                                               float position, const float* inv_freq, float eps, float* out,
-                                               float* gain, int lane) {
-  float v[kHeadLanes];
-  uint16_t w[kHeadLanes];
-  load_head_lanes(in, head_dim, lane, v);
-  load_head_lanes(weight, head_dim, lane, w);
-  float s = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kHeadLanes; ++j) {
-    const int i = lane + j * kWarp;
-    if (i >= head_dim) break;
-    gain[i] = 1.0f + bf16_bits_to_float(w[j]);
-    out[i] = v[j];
-    s += v[j] * v[j];
-  }
-  const float inv = rsqrtf(warp_sum(s) / static_cast<float>(head_dim) + eps);
-  for (int i = lane; i < head_dim; i += kWarp) out[i] = out[i] * inv * gain[i];
-  __syncwarp();
-  rope_rotate_warp(out, rotary_dim, position, inv_freq, lane);
-  __syncwarp();
-}
 
 __global__ void __launch_bounds__(kPrepWarps * kWarp) attention_decode_prep_kernel(DecodePrep p) {
   pdl_begin();
@@ -102,50 +65,26 @@ __global__ void __launch_bounds__(kPrepWarps * kWarp) attention_decode_prep_kern
     return;
   }
   task -= p.heads;
-  if (task < p.kv_heads) {
-    const int width = p.kv_heads * hd, offset = task * hd;
-    float values[kHeadLanes];
-    load_head_lanes(p.v + offset, hd, lane, values);
-    norm_rope_head(p.k + offset, p.k_norm, hd, p.rotary_dim, static_cast<float>(position), p.inv_freq, p.eps, out,
-                   gain[warp], lane);
-    const size_t at = cache_index(p.cache, 0, position, offset, width);
-#pragma unroll
-    for (int j = 0; j < kHeadLanes; ++j) {
-      const int i = lane + j * kWarp;
-      if (i >= hd) break;
-      const float value = values[j];
-      if (p.cache.bf16) {
-        const __nv_bfloat16 kb = __float2bfloat16_rn(out[i]), vb = __float2bfloat16_rn(value);
-        static_cast<uint16_t*>(p.cache.keys)[at + i] = *reinterpret_cast<const uint16_t*>(&kb);
-        static_cast<uint16_t*>(p.cache.values)[at + i] = *reinterpret_cast<const uint16_t*>(&vb);
-      } else {
-        static_cast<float*>(p.cache.keys)[at + i] = out[i];
-        static_cast<float*>(p.cache.values)[at + i] = value;
-      }
-    }
-    return;
-  }
-  task -= p.kv_heads;
-  if (p.index == nullptr) return;
-  const int id = p.index_dim;
-  if (task < p.index_heads) {
-    float* h = p.index + static_cast<size_t>(task) * id;
-    norm_rope_head(h, p.index_q_norm, id, p.rotary_dim, static_cast<float>(position), p.inv_freq, p.eps, out,
-                   gain[warp], lane);
-    for (int i = lane; i < id; i += kWarp) h[i] = out[i];
-    return;
-  }
-  if (task != p.index_heads) return;
-  float key[kHeadLanes];
-  load_head_lanes(p.index + static_cast<size_t>(p.index_heads) * id, id, lane, key);
+  if (task >= p.kv_heads) return;
+  const int width = p.kv_heads * hd, offset = task * hd;
+  float values[kHeadLanes];
+  load_head_lanes(p.v + offset, hd, lane, values);
+  norm_rope_head(p.k + offset, p.k_norm, hd, p.rotary_dim, static_cast<float>(position), p.inv_freq, p.eps, out,
+                 gain[warp], lane);
+  const size_t at = cache_index(p.cache, 0, position, offset, width);
 #pragma unroll
   for (int j = 0; j < kHeadLanes; ++j) {
-    if (lane + j * kWarp < id) p.raw_keys[static_cast<size_t>(position) * id + lane + j * kWarp] = key[j];
-  }
-  __syncwarp();  // the block key reads the row just written by the other lanes
-  if ((position + 1) % p.ratio == 0) {
-    write_block_key(p.raw_keys, (position + 1) / p.ratio - 1, p.ratio, id, p.index_k_norm, p.eps, p.rotary_dim,
-                    p.inv_freq, p.block_keys, lane);
+    const int i = lane + j * kWarp;
+    if (i >= hd) break;
+    const float value = values[j];
+    if (p.cache.bf16) {
+      const __nv_bfloat16 kb = __float2bfloat16_rn(out[i]), vb = __float2bfloat16_rn(value);
+      static_cast<uint16_t*>(p.cache.keys)[at + i] = *reinterpret_cast<const uint16_t*>(&kb);
+      static_cast<uint16_t*>(p.cache.values)[at + i] = *reinterpret_cast<const uint16_t*>(&vb);
+    } else {
+      static_cast<float*>(p.cache.keys)[at + i] = out[i];
+      static_cast<float*>(p.cache.values)[at + i] = value;
+    }
   }
 }
 
@@ -168,14 +107,10 @@ void launch_kv_append(const KvPages& cache, const float* k, const float* v, cons
 }
 
 void launch_attention_decode_prep(const DecodePrep& p, cudaStream_t stream) {
-  const bool qsa = p.index != nullptr;
   if (p.heads + p.kv_heads > 0 && (p.head_dim < 1 || p.head_dim > kMaxHeadDim || p.rotary_dim > p.head_dim)) {
     throw_invalid_launch("attention decode prep: head_dim outside [1, 512] or rotary_dim above it");
   }
-  if (qsa && (p.index_dim < 1 || p.index_dim > kMaxHeadDim || p.rotary_dim > p.index_dim || p.ratio < 1)) {
-    throw_invalid_launch("attention decode prep: index_dim outside [1, 512], rotary_dim above it, or ratio < 1");
-  }
-  const int tasks = p.heads + p.kv_heads + (qsa ? p.index_heads + 1 : 0);
+  const int tasks = p.heads + p.kv_heads;
   if (tasks == 0) return;
   launch_kernel(attention_decode_prep_kernel, (tasks + kPrepWarps - 1) / kPrepWarps, kPrepWarps * kWarp, 0, stream, 1, p);
 }

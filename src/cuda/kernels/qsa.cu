@@ -6,6 +6,7 @@
 #include "cuda/launch.h"
 #include "cuda/kernels/device_math.cuh"
 #include "cuda/kernels/fp_codes.cuh"
+#include "cuda/kernels/head_norm_rope.cuh"
 #include "cuda/kernels/qsa_block_key.cuh"
 
 namespace imp::cuda {
@@ -104,10 +105,9 @@ __device__ __forceinline__ void score_blocks(const float (&q)[kMaxIndexHeads][kK
 }
 
 // Scores, spread over the grid: one warp per block key (warp-strided over every warp of the grid: 8 keys per
-// warp, one batch, at 32K context), queries in registers. The prep kernel before this one lets it launch only after
-// its own PDL wait, so the position and every block key but the newest (which prep writes when this token
-// completes a block) are final at launch: the first batch of keys is loaded before the wait, the query and the
-// newest key after it.
+// warp, one batch, at 32K context), queries in registers. Prefill's per-row selection (launch_qsa_select); the
+// first batch of keys is loaded before the PDL wait, which is a no-op there, and every key but the newest is final
+// at launch in any case.
 __global__ void __launch_bounds__(kScoreThreads) qsa_score_kernel(const float* queries, int heads, int dim,
                                                                   const float* block_keys, const int32_t* positions,
                                                                   int ratio, int block_topk, float* scores) {
@@ -144,6 +144,74 @@ __global__ void __launch_bounds__(kScoreThreads) qsa_score_kernel(const float* q
   }
   score_blocks(q, heads, dim, block_keys, first + kScoreBatch * warps, warps, blocks, lane, store);  // longer contexts
   if (blockIdx.x < 128) qsa_phase(8 + blockIdx.x, 0);
+}
+
+// Decode: the token's index prep folded into the scores (launch_qsa_decode_select). Every block's warps h < heads
+// normalise and rotate query head h into shared memory (norm_rope_head: the bits of launch_head_norm_rope); block
+// 0's warp `heads` appends the raw key and, when this token completes a block, writes that block's key, which block
+// 0's warp 0 scores after the barrier (the other blocks skip it). Keys of older blocks are final at launch (this
+// kernel follows the index GEMV), so the first batch is loaded before the wait. Within the budget no score is read:
+// only block 0 runs, for the raw key and the block key (the other blocks' prep cost 0.5% of decode at 1K).
+__global__ void __launch_bounds__(kScoreThreads) qsa_prep_score_kernel(QsaDecodeIndex p, int block_topk,
+                                                                       float* scores) {
+  __shared__ float q_s[kMaxIndexHeads][kQsaMaxIndexDim], gain_s[kMaxIndexHeads][kQsaMaxIndexDim];
+  const int dim = p.dim, heads = p.heads;
+  const int position = p.positions[0], blocks = (position + 1) / p.ratio;
+  const bool completes = (position + 1) % p.ratio == 0;
+  const int newest = completes ? blocks - 1 : -1;  // the block whose key this kernel writes
+  const int lane = threadIdx.x % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
+  const int warps = gridDim.x * (kScoreThreads / kWarp);
+  const int first = blockIdx.x * (kScoreThreads / kWarp) + warp;
+  float key[kScoreBatch][kKeyLanes];
+  const bool scoring = blocks > block_topk;  // else every block is kept: the selection reads no score
+  if (!scoring && blockIdx.x != 0) return;  // block 0 still appends the raw key and writes the newest block key
+#pragma unroll
+  for (int u = 0; u < kScoreBatch; ++u) {
+    const int b = first + u * warps;
+    if (scoring && b < blocks && b != newest) load_lanes(p.block_keys + static_cast<size_t>(b) * dim, dim, lane, key[u]);
+  }
+  pdl_wait();  // the index GEMV's output
+  pdl_trigger();
+  if (scoring && warp < heads) {
+    norm_rope_head(p.index + static_cast<size_t>(warp) * dim, p.q_norm, dim, p.rotary_dim, static_cast<float>(position),
+                   p.inv_freq, p.eps, q_s[warp], gain_s[warp], lane);
+  }
+  if (blockIdx.x == 0 && warp == heads) {
+    float raw[kHeadLanes];
+    load_head_lanes(p.index + static_cast<size_t>(heads) * dim, dim, lane, raw);
+#pragma unroll
+    for (int j = 0; j < kHeadLanes; ++j) {
+      if (lane + j * kWarp < dim) p.raw_keys[static_cast<size_t>(position) * dim + lane + j * kWarp] = raw[j];
+    }
+    __syncwarp();  // the block key reads the row just written by the other lanes
+    if (completes) {
+      write_block_key(p.raw_keys, newest, p.ratio, dim, p.k_norm, p.eps, p.rotary_dim, p.inv_freq, p.block_keys, lane);
+    }
+  }
+  __syncthreads();  // the queries in shared memory, block 0's newest key in global memory
+  if (!scoring) return;
+  const float inv_sqrt_dim = rsqrtf(static_cast<float>(dim));
+  float q[kMaxIndexHeads][kKeyLanes];
+#pragma unroll
+  for (int h = 0; h < kMaxIndexHeads; ++h) {
+    if (h < heads) load_lanes(q_s[h], dim, lane, q[h]);
+  }
+  auto store = [&](int b, float score) {
+    if (lane == 0 && b != newest) scores[b] = score * inv_sqrt_dim;
+  };
+#pragma unroll
+  for (int u = 0; u < kScoreBatch; ++u) {
+    const int b = first + u * warps;
+    if (b >= blocks) break;
+    if (b != newest) store(b, block_score(q, heads, dim, key[u], lane));
+  }
+  score_blocks(q, heads, dim, p.block_keys, first + kScoreBatch * warps, warps, blocks, lane, store);  // longer contexts
+  if (blockIdx.x == 0 && warp == 0 && completes) {
+    float k_new[kKeyLanes];
+    load_lanes(p.block_keys + static_cast<size_t>(newest) * dim, dim, lane, k_new);
+    const float score = block_score(q, heads, dim, k_new, lane);
+    if (lane == 0) scores[newest] = score * inv_sqrt_dim;
+  }
 }
 
 // kVec floats at p (16-byte aligned for kVec = 4).
@@ -590,6 +658,24 @@ void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const f
   } else {
     launch_kernel(qsa_select_kernel, 1, kThreads, 0, stream, 1, positions, ratio, block_topk, scores, selected,
                   selected_count);
+  }
+}
+
+void launch_qsa_decode_select(const QsaDecodeIndex& index, int32_t block_topk, int32_t max_blocks, float* scores,
+                              int32_t* selected, int32_t* selected_count, cudaStream_t stream) {
+  if (max_blocks < 0) throw_invalid_launch("qsa decode select: max_blocks < 0");
+  check_index_shape(index.heads, index.dim);
+  if (index.heads + 1 > kScoreThreads / kWarp || index.rotary_dim > index.dim || index.ratio < 1) {
+    throw_invalid_launch("qsa decode select: more index heads than a score block's warps less one, rotary_dim above "
+                         "the index dim, or ratio < 1");
+  }
+  launch_kernel(qsa_prep_score_kernel, kScoreBlocks, kScoreThreads, 0, stream, 1, index, block_topk, scores);
+  if (max_blocks <= qsa_select_cluster_max_blocks()) {
+    launch_kernel(qsa_select_cluster_kernel, kSelectCluster, kClusterThreads, 0, stream, 1, index.positions,
+                  index.ratio, block_topk, scores, selected, selected_count);
+  } else {
+    launch_kernel(qsa_select_kernel, 1, kThreads, 0, stream, 1, index.positions, index.ratio, block_topk, scores,
+                  selected, selected_count);
   }
 }
 

@@ -2,7 +2,8 @@
 //   block key b = RoPE_{pos 4b}( k_layernorm( mean(raw keys of tokens [r*b, r*b + r)) ) ), computed once per
 //   completed block into a block-key cache (launch_qsa_block_keys);
 //   score_b = sum_h relu(q_h . key_b) / sqrt(dim); keep the top `block_topk` blocks (ties: lower block) plus the
-//   incomplete tail, as a sorted token list (launch_qsa_select).
+//   incomplete tail, as a sorted token list (launch_qsa_select; in decode launch_qsa_decode_select, which also does
+//   the token's index prep).
 // While every block fits the budget the selection is all tokens: callers then use dense attention.
 #pragma once
 
@@ -32,6 +33,26 @@ int32_t qsa_select_cluster_max_blocks();
 void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const float* block_keys,
                        const int32_t* positions, int32_t ratio, int32_t block_topk, int32_t max_blocks, float* scores,
                        int32_t* selected, int32_t* selected_count, cudaStream_t stream);
+
+// Decode: the token's index prep and launch_qsa_select's scores and selection in two kernels. index: the index
+// GEMV's raw output [heads query heads | raw key] (each dim wide, heads < 8); the query heads are (1 + w) normed
+// (q_norm) and rotated at positions[0] as launch_head_norm_rope does (the same bits), the raw key is appended to
+// raw_keys [tokens, dim] and, when the token completes a block, that block's key written to block_keys (as
+// launch_qsa_block_keys: the same bits); then the scores and the selection as launch_qsa_select. One boundary less
+// than a separate prep kernel on the decode step's QSA branch (session 36: decode at 32K +0.4%).
+struct QsaDecodeIndex {
+  const float* index = nullptr;
+  const uint16_t* q_norm = nullptr;
+  const uint16_t* k_norm = nullptr;
+  int32_t heads = 0, dim = 0, rotary_dim = 0, ratio = 1;
+  const float* inv_freq = nullptr;
+  float eps = 0.0f;
+  float* raw_keys = nullptr;
+  float* block_keys = nullptr;
+  const int32_t* positions = nullptr;
+};
+void launch_qsa_decode_select(const QsaDecodeIndex& index, int32_t block_topk, int32_t max_blocks, float* scores,
+                              int32_t* selected, int32_t* selected_count, cudaStream_t stream);
 
 // Prefill: many rows in one launch, rows at positions[0 .. rows) (device, any order), queries [rows, heads,
 // dim] (normed, rotated). The same scores and top-k as launch_qsa_select (bit-identical scores, ties: lower

@@ -1,6 +1,6 @@
 // One QSA block key by one warp (cpu::qsa block keys): the mean of the block's `ratio` raw indexer keys, the
 // (1 + w) key norm, RoPE at the block's first token. Shared by the prefill block-key kernel (qsa.cu) and the
-// decode prep kernel (attention_decode.cu), so both write bit-identical keys.
+// decode index prep in the score kernel (qsa.cu), so both write bit-identical keys.
 #pragma once
 
 #include <cstddef>
