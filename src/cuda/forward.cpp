@@ -46,11 +46,21 @@ void hyper_connection_read(const model::ModelConfig& c, const HyperConnectionDev
                         ws.x.data(), stream);
 }
 
-// A mixer's output gate, made by launch(side stream) into ws.gate on the gate branch: forked once x is final, at low
-// priority, so its GEMV fills what the main chain leaves idle (the main chain's blocks go first).
-template <class Launch>
-void launch_on_gate_branch(DecodeWorkspace& ws, cudaStream_t stream, Launch launch) {
+// Capture order matters where branches join. In the decode graph, a kernel with predecessors on two branches starts
+// early (PDL: launched and waiting, its weights loading) only behind the predecessor captured first; the other edge
+// waits for that predecessor's end (session 36: every join in the 1K and 32K timelines behaves so). So each branch
+// is captured where the predecessor that usually ends last comes first: GDN's gate GEMV (it ends after the
+// recurrent step) before the main chain; the attention layer's gate GEMV (done long before the combine) after it.
+
+// The gate branch forks where x is final (the branch's kernels may be captured later: launch_on_gate_branch).
+void fork_gate_branch(DecodeWorkspace& ws, cudaStream_t stream) {
   IMP_CUDA_CHECK(cudaEventRecord(ws.gate_side.fork, stream));
+}
+
+// A mixer's output gate, made by launch(side stream) into ws.gate on the gate branch (forked by fork_gate_branch), at
+// low priority, so its GEMV fills what the main chain leaves idle (the main chain's blocks go first).
+template <class Launch>
+void launch_on_gate_branch(DecodeWorkspace& ws, Launch launch) {
   IMP_CUDA_CHECK(cudaStreamWaitEvent(ws.gate_side.stream, ws.gate_side.fork, 0));
   {
     const LaunchPriority background(ws.priority_low);
@@ -103,7 +113,8 @@ void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, 
   // recurrent step, whose blocks go first. The output projection applies it. Measured (H200, session 13): 214.5 ->
   // 217.3 tok/s at 1K; the same kernels in one chain (z after the recurrent step, or in extra blocks of it) lost:
   // the recurrent step's loads then queue behind z's.
-  launch_on_gate_branch(ws, stream, [&](cudaStream_t side) {
+  fork_gate_branch(ws, stream);
+  launch_on_gate_branch(ws, [&](cudaStream_t side) {
     launch_gdn_gate_act(shape, g.in_proj.data, ws.x.data(), g.in_proj.cols, ws.gate.data(), side);
   });
   // [qkv | (z) | b | a], the conv step applied to qkv.
@@ -123,11 +134,14 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
   const int32_t heads = static_cast<int32_t>(c.num_attention_heads), kv_heads = static_cast<int32_t>(c.num_key_value_heads);
   const int32_t hd = static_cast<int32_t>(c.head_dim), kv_width = kv_heads * hd, rot = static_cast<int32_t>(c.rotary_dim());
   const float eps = static_cast<float>(c.rms_norm_eps);
-  // The output gate's halves of the in-projection (31.5 MB of the released 71.4) on the side branch at low priority,
-  // as GDN's act(z): beside the rest of the in-projection, prep, QSA and attention (decode +0.5%, session 13).
-  launch_on_gate_branch(ws, stream, [&](cudaStream_t side) {
-    launch_gemv_bf16_gate_halves(a.in_proj.data, ws.x.data(), a.in_proj.cols, heads, hd, ws.gate.data(), side);
-  });
+  // The output gate's halves of the in-projection (31.5 MB of the released 71.4) on the gate branch at low priority,
+  // as GDN's act(z): beside the rest of the in-projection, prep, QSA and attention (decode +0.5%, session 13). Forked
+  // here, captured after the combine (see fork_gate_branch), so the output projection starts early behind the combine.
+  fork_gate_branch(ws, stream);
+  // The QSA branch forks here too and is captured after the main chain's GEMV and prep, so the attention starts
+  // early behind the prep (which ends last within the budget) and waits for the selection's end beyond it (session
+  // 36, both capture orders: 251.4 -> 252.5 tok/s at 1K, 243.8 -> 244.2 at 32K).
+  if (c.has_qsa) IMP_CUDA_CHECK(cudaEventRecord(ws.index_side.fork, stream));
   const int32_t ih = static_cast<int32_t>(c.indexer_n_heads), id = static_cast<int32_t>(c.indexer_head_dim);
   const int32_t ratio = static_cast<int32_t>(c.indexer_compress_ratio);
   const int32_t index_rows = c.has_qsa ? (ih + 1) * id : 0;  // the in-projection's last rows
@@ -149,6 +163,10 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
   prep.positions = position;
   prep.inv_freq = model.inv_freq();
   prep.eps = eps;
+  // [q|(gate) per head, k, v]
+  launch_gemv_bf16_without_gates(a.in_proj.data, ws.x.data(), a.in_proj.rows - index_rows, a.in_proj.cols, heads, hd,
+                                 ws.proj.data(), stream);
+  launch_attention_decode_prep(prep, stream);
   const int32_t* selected = nullptr;
   const int32_t* count = nullptr;
   if (c.has_qsa) {
@@ -171,7 +189,6 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
     qsa.raw_keys = state.index_keys.data();
     qsa.block_keys = state.block_keys.data();
     qsa.positions = position;
-    IMP_CUDA_CHECK(cudaEventRecord(ws.index_side.fork, stream));
     IMP_CUDA_CHECK(cudaStreamWaitEvent(ws.index_side.stream, ws.index_side.fork, 0));
     cudaStream_t side = ws.index_side.stream;
     const LaunchPriority urgent(ws.priority_high);
@@ -184,15 +201,14 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
     selected = ws.qsa_selected.data();
     count = ws.qsa_count.data();
   }
-  // [q|(gate) per head, k, v]
-  launch_gemv_bf16_without_gates(a.in_proj.data, ws.x.data(), a.in_proj.rows - index_rows, a.in_proj.cols, heads, hd,
-                                 ws.proj.data(), stream);
-  launch_attention_decode_prep(prep, stream);
   // The join: the attention starts once the selection and the prep are both complete, so it loads its queries
   // after its own wait.
   if (c.has_qsa) IMP_CUDA_CHECK(cudaStreamWaitEvent(stream, ws.index_side.join, 0));
   launch_attention_decode(pages, qg, /*gate=*/nullptr, 2 * hd, position, selected, count, ws.max_selected, 1, heads, kv_heads, hd,
                           ws.attention_partials.data(), ws.core.data(), stream);
+  launch_on_gate_branch(ws, [&](cudaStream_t side) {
+    launch_gemv_bf16_gate_halves(a.in_proj.data, ws.x.data(), a.in_proj.cols, heads, hd, ws.gate.data(), side);
+  });
   gated_out_projection_hc_write(c, a.o_proj, ws, stream);
 }
 
