@@ -40,16 +40,18 @@ __global__ void spin_kernel(int id, unsigned long long spin_ns, unsigned long lo
   }
 }
 
-void launch(cudaStream_t s, int id, unsigned long long ns, unsigned long long* times) {
+void launch(cudaStream_t s, int id, unsigned long long ns, unsigned long long* times, int priority = 0) {
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(8);
   config.blockDim = dim3(64);
   config.stream = s;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = &attr;
-  config.numAttrs = 1;
+  cudaLaunchAttribute attr[2]{};
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  attr[1].id = cudaLaunchAttributePriority;
+  attr[1].val.priority = priority;
+  config.attrs = attr;
+  config.numAttrs = priority != 0 ? 2 : 1;
   CHECK(cudaLaunchKernelEx(&config, spin_kernel, id, ns, times));
 }
 
@@ -78,7 +80,12 @@ void programmatic_dependencies(cudaStream_t s) {
   CHECK(cudaStreamUpdateCaptureDependencies(s, nodes.data(), edges.data(), n, cudaStreamSetCaptureDependencies));
 }
 
-void run(bool rewrite, bool join_before_b) {
+// priorities: the side branch at the device's lowest priority, the main chain at one above it (as the decode
+// step's gate branch), instantiated with cudaGraphInstantiateFlagUseNodePriority.
+void run(bool rewrite, bool join_before_b, bool priorities = false) {
+  int low = 0, high = 0;
+  CHECK(cudaDeviceGetStreamPriorityRange(&low, &high));
+  const int side_priority = priorities ? low : 0, main_priority = priorities ? low - 1 : 0;
   cudaStream_t main_s, side_s;
   CHECK(cudaStreamCreateWithFlags(&main_s, cudaStreamNonBlocking));
   CHECK(cudaStreamCreateWithFlags(&side_s, cudaStreamNonBlocking));
@@ -89,16 +96,16 @@ void run(bool rewrite, bool join_before_b) {
   CHECK(cudaMalloc(&times, 8 * sizeof(unsigned long long)));
   cudaGraph_t graph;
   CHECK(cudaStreamBeginCapture(main_s, cudaStreamCaptureModeThreadLocal));
-  launch(main_s, 0, 20000, times);  // A
+  launch(main_s, 0, 20000, times, main_priority);  // A
   CHECK(cudaEventRecord(fork, main_s));
   CHECK(cudaStreamWaitEvent(side_s, fork, 0));
-  launch(side_s, 1, 5000, times);  // G: ends long before B
+  launch(side_s, 1, 5000, times, side_priority);  // G: ends long before B
   CHECK(cudaEventRecord(join, side_s));
   if (join_before_b) CHECK(cudaStreamWaitEvent(main_s, join, 0));
-  launch(main_s, 2, 30000, times);  // B
+  launch(main_s, 2, 30000, times, main_priority);  // B
   if (!join_before_b) CHECK(cudaStreamWaitEvent(main_s, join, 0));
   if (rewrite) programmatic_dependencies(main_s);
-  launch(main_s, 3, 1000, times);  // C
+  launch(main_s, 3, 1000, times, main_priority);  // C
   const cudaGraphNode_t c = last_node(main_s);
   CHECK(cudaStreamEndCapture(main_s, &graph));
   size_t n = 0;
@@ -106,11 +113,11 @@ void run(bool rewrite, bool join_before_b) {
   std::vector<cudaGraphNode_t> deps(n);
   std::vector<cudaGraphEdgeData> data(n);
   CHECK(cudaGraphNodeGetDependencies(c, deps.data(), data.data(), &n));
-  std::printf("%s, join %s B: C has %zu incoming edges:", rewrite ? "rewritten" : "as captured",
-              join_before_b ? "before" : "after", n);
+  std::printf("%s%s, join %s B: C has %zu incoming edges:", rewrite ? "rewritten" : "as captured",
+              priorities ? " with priorities" : "", join_before_b ? "before" : "after", n);
   for (size_t i = 0; i < n; ++i) std::printf(" (port %d type %d)", data[i].from_port, data[i].type);
   cudaGraphExec_t exec;
-  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  CHECK(cudaGraphInstantiate(&exec, graph, priorities ? cudaGraphInstantiateFlagUseNodePriority : 0));
   unsigned long long h[8];
   double lead = 0;
   for (int r = 0; r < 5; ++r) {
@@ -129,5 +136,7 @@ int main() {
   run(false, false);
   run(true, false);
   run(false, true);
+  run(false, false, true);
+  run(true, false, true);
   return 0;
 }
