@@ -645,13 +645,10 @@ void launch_qsa_block_keys(const float* raw_keys, int32_t first_block, int32_t l
 
 int32_t qsa_select_cluster_max_blocks() { return kSelectCluster * kClusterKeys; }
 
-void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const float* block_keys,
-                       const int32_t* positions, int32_t ratio, int32_t block_topk, int32_t max_blocks, float* scores,
-                       int32_t* selected, int32_t* selected_count, cudaStream_t stream) {
-  if (max_blocks < 0) throw_invalid_launch("qsa select: max_blocks < 0");
-  check_index_shape(heads, dim);
-  launch_kernel(qsa_score_kernel, kScoreBlocks, kScoreThreads, 0, stream, 1,
-                queries, heads, dim, block_keys, positions, ratio, block_topk, scores);
+namespace {
+// The selection over the scores: on the cluster while the block-key cache fits it, else on one block.
+void launch_selection(const int32_t* positions, int32_t ratio, int32_t block_topk, int32_t max_blocks,
+                      const float* scores, int32_t* selected, int32_t* selected_count, cudaStream_t stream) {
   if (max_blocks <= qsa_select_cluster_max_blocks()) {
     launch_kernel(qsa_select_cluster_kernel, kSelectCluster, kClusterThreads, 0, stream, 1, positions, ratio,
                   block_topk, scores, selected, selected_count);
@@ -659,6 +656,17 @@ void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const f
     launch_kernel(qsa_select_kernel, 1, kThreads, 0, stream, 1, positions, ratio, block_topk, scores, selected,
                   selected_count);
   }
+}
+}  // namespace
+
+void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const float* block_keys,
+                       const int32_t* positions, int32_t ratio, int32_t block_topk, int32_t max_blocks, float* scores,
+                       int32_t* selected, int32_t* selected_count, cudaStream_t stream) {
+  if (max_blocks < 0) throw_invalid_launch("qsa select: max_blocks < 0");
+  check_index_shape(heads, dim);
+  launch_kernel(qsa_score_kernel, kScoreBlocks, kScoreThreads, 0, stream, 1,
+                queries, heads, dim, block_keys, positions, ratio, block_topk, scores);
+  launch_selection(positions, ratio, block_topk, max_blocks, scores, selected, selected_count, stream);
 }
 
 void launch_qsa_decode_select(const QsaDecodeIndex& index, int32_t block_topk, int32_t max_blocks, float* scores,
@@ -670,13 +678,7 @@ void launch_qsa_decode_select(const QsaDecodeIndex& index, int32_t block_topk, i
                          "the index dim, or ratio < 1");
   }
   launch_kernel(qsa_prep_score_kernel, kScoreBlocks, kScoreThreads, 0, stream, 1, index, block_topk, scores);
-  if (max_blocks <= qsa_select_cluster_max_blocks()) {
-    launch_kernel(qsa_select_cluster_kernel, kSelectCluster, kClusterThreads, 0, stream, 1, index.positions,
-                  index.ratio, block_topk, scores, selected, selected_count);
-  } else {
-    launch_kernel(qsa_select_kernel, 1, kThreads, 0, stream, 1, index.positions, index.ratio, block_topk, scores,
-                  selected, selected_count);
-  }
+  launch_selection(index.positions, index.ratio, block_topk, max_blocks, scores, selected, selected_count, stream);
 }
 
 int32_t qsa_select_rows_max_blocks(int32_t heads, int32_t dim) {
