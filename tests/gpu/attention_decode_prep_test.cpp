@@ -94,7 +94,8 @@ void run_case(const PrepCase& t) {
   DeviceBuffer<int32_t> d_table(table), d_pos(std::vector<int32_t>{t.position});
   DeviceBuffer<float> d_inv_freq(rope.inv_freq);
   auto make_run = [&] {
-    Run r{DeviceBuffer<float>(qg), DeviceBuffer<float>(k), DeviceBuffer<float>(v), DeviceBuffer<float>(std::vector<float>(pool, kNaN)), DeviceBuffer<float>(std::vector<float>(pool, kNaN)),
+    Run r{DeviceBuffer<float>(qg), DeviceBuffer<float>(k), DeviceBuffer<float>(v),
+          DeviceBuffer<float>(std::vector<float>(pool, kNaN)), DeviceBuffer<float>(std::vector<float>(pool, kNaN)),
           DeviceBuffer<uint16_t>(std::vector<uint16_t>(pool, 0x7fc0)), DeviceBuffer<uint16_t>(std::vector<uint16_t>(pool, 0x7fc0)),
           KvPages{}};
     r.pages.keys = t.bf16_pages ? static_cast<void*>(r.keys_b.data()) : r.keys_f.data();
