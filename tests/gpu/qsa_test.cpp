@@ -265,6 +265,8 @@ void run_rows_case(int heads, int dim, int budget, int ratio, int tokens, float 
 TEST(GpuQsa, SelectionMatchesCpuAtReleasedShapes) { run_case(4, 128, 2048, 4, 3000, 0.0f); }
 // Strongly negative queries: most blocks score exactly 0, so the cut falls inside a run of ties.
 TEST(GpuQsa, SelectionMatchesCpuWithManyTies) { run_case(2, 32, 32, 4, 400, -1.5f); }
+// The most index heads the kernels hold (8): the decode score kernel's warp 0 also appends the raw key.
+TEST(GpuQsa, SelectionMatchesCpuWithEightIndexHeads) { run_case(8, 32, 32, 4, 400, 0.0f); }
 // More blocks than the select kernel's 1024 threads (runs of several blocks per thread in the scans), at
 // the released shapes and inside a run of ties.
 TEST(GpuQsa, SelectionMatchesCpuBeyondOneBlockPerThread) { run_case(4, 128, 2048, 4, 9001, 0.0f); }

@@ -107,11 +107,11 @@ void launch_kv_append(const KvPages& cache, const float* k, const float* v, cons
 }
 
 void launch_attention_decode_prep(const DecodePrep& p, cudaStream_t stream) {
-  if (p.heads + p.kv_heads > 0 && (p.head_dim < 1 || p.head_dim > kMaxHeadDim || p.rotary_dim > p.head_dim)) {
-    throw_invalid_launch("attention decode prep: head_dim outside [1, 512] or rotary_dim above it");
-  }
   const int tasks = p.heads + p.kv_heads;
   if (tasks == 0) return;
+  if (p.head_dim < 1 || p.head_dim > kMaxHeadDim || p.rotary_dim > p.head_dim) {
+    throw_invalid_launch("attention decode prep: head_dim outside [1, 512] or rotary_dim above it");
+  }
   launch_kernel(attention_decode_prep_kernel, (tasks + kPrepWarps - 1) / kPrepWarps, kPrepWarps * kWarp, 0, stream, 1, p);
 }
 

@@ -49,6 +49,7 @@ __device__ __forceinline__ uint32_t order_key(float f) {
 }
 
 constexpr int kMaxIndexHeads = kQsaMaxIndexHeads;
+static_assert(kMaxIndexHeads <= kScoreThreads / kWarp, "the decode score kernel norms one query head per warp");
 constexpr int kKeyLanes = kQsaMaxIndexDim / kWarp;  // a lane's elements of a key: lane, lane + 32, ...
 static_assert(kKeyLanes * kWarp == kQsaMaxIndexDim, "whole lanes");
 
@@ -148,10 +149,11 @@ __global__ void __launch_bounds__(kScoreThreads) qsa_score_kernel(const float* q
 
 // Decode: the token's index prep folded into the scores (launch_qsa_decode_select). Every block's warps h < heads
 // normalise and rotate query head h into shared memory (norm_rope_head: the bits of launch_head_norm_rope); block
-// 0's warp `heads` appends the raw key and, when this token completes a block, writes that block's key, which block
-// 0's warp 0 scores after the barrier (the other blocks skip it). Keys of older blocks are final at launch (this
-// kernel follows the index GEMV), so the first batch is loaded before the wait. Within the budget no score is read:
-// only block 0 runs, for the raw key and the block key (the other blocks' prep cost 0.5% of decode at 1K).
+// 0's warp `heads` (warp 0, after its query head, at 8 heads) appends the raw key and, when this token completes a
+// block, writes that block's key, which block 0's warp 0 scores after the barrier (the other blocks skip it). Keys
+// of older blocks are final at launch (this kernel follows the index GEMV), so the first batch is loaded before the
+// wait. Within the budget no score is read: only block 0 runs, for the raw key and the block key (the other
+// blocks' prep cost 0.5% of decode at 1K).
 __global__ void __launch_bounds__(kScoreThreads) qsa_prep_score_kernel(QsaDecodeIndex p, int block_topk,
                                                                        float* scores) {
   __shared__ float q_s[kMaxIndexHeads][kQsaMaxIndexDim], gain_s[kMaxIndexHeads][kQsaMaxIndexDim];
@@ -176,7 +178,7 @@ __global__ void __launch_bounds__(kScoreThreads) qsa_prep_score_kernel(QsaDecode
     norm_rope_head(p.index + static_cast<size_t>(warp) * dim, p.q_norm, dim, p.rotary_dim, static_cast<float>(position),
                    p.inv_freq, p.eps, q_s[warp], gain_s[warp], lane);
   }
-  if (blockIdx.x == 0 && warp == heads) {
+  if (blockIdx.x == 0 && warp == heads % (kScoreThreads / kWarp)) {  // with 8 heads warp 0, after its query head
     float raw[kHeadLanes];
     load_head_lanes(p.index + static_cast<size_t>(heads) * dim, dim, lane, raw);
 #pragma unroll
@@ -672,10 +674,9 @@ void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const f
 void launch_qsa_decode_select(const QsaDecodeIndex& index, int32_t block_topk, int32_t max_blocks, float* scores,
                               int32_t* selected, int32_t* selected_count, cudaStream_t stream) {
   if (max_blocks < 0) throw_invalid_launch("qsa decode select: max_blocks < 0");
-  check_index_shape(index.heads, index.dim);
-  if (index.heads + 1 > kScoreThreads / kWarp || index.rotary_dim > index.dim || index.ratio < 1) {
-    throw_invalid_launch("qsa decode select: more index heads than a score block's warps less one, rotary_dim above "
-                         "the index dim, or ratio < 1");
+  check_index_shape(index.heads, index.dim);  // heads <= kQsaMaxIndexHeads = the score block's warps
+  if (index.rotary_dim > index.dim || index.ratio < 1) {
+    throw_invalid_launch("qsa decode select: rotary_dim above the index dim, or ratio < 1");
   }
   launch_kernel(qsa_prep_score_kernel, kScoreBlocks, kScoreThreads, 0, stream, 1, index, block_topk, scores);
   launch_selection(index.positions, index.ratio, block_topk, max_blocks, scores, selected, selected_count, stream);

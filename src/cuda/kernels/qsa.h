@@ -35,7 +35,7 @@ void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const f
                        int32_t* selected, int32_t* selected_count, cudaStream_t stream);
 
 // Decode: the token's index prep and launch_qsa_select's scores and selection in two kernels. index: the index
-// GEMV's raw output [heads query heads | raw key] (each dim wide, heads < 8); the query heads are (1 + w) normed
+// GEMV's raw output [heads query heads | raw key] (each dim wide); the query heads are (1 + w) normed
 // (q_norm) and rotated at positions[0] as launch_head_norm_rope does (the same bits), the raw key is appended to
 // raw_keys [tokens, dim] and, when the token completes a block, that block's key written to block_keys (as
 // launch_qsa_block_keys: the same bits); then the scores and the selection as launch_qsa_select. One boundary less
