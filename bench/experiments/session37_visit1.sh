@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepared in session 36 for the next session's first visit:
-# - the final tree of session 36 (s36: 815c4d8 + the QSA selection's launch factored into one helper, a host-side
-#   change made after the last visit): the whole GPU suite and memcheck on the QSA decode and golden ple_qsa tests;
+# - the final tree of session 36 (s36 = 3ba2459: 815c4d8 + the QSA selection's launch factored into one helper and
+#   the decode score kernel taking 8 index heads again, with a GpuQsa case for them; made after the last visit): the
+#   whole GPU suite and memcheck on the QSA decode and golden ple_qsa tests;
 # - A/B (1K / 32K, two rounds) of s36 against
 #   ple = session36_ple_capture_order.patch: the first PLE layer's token half captured just before its join (forked at
 #         the step's start as before), so the stream half starts early behind the main chain (the timelines show it
