@@ -9,6 +9,8 @@
 #           GEMV it waits for, as if its 256-thread blocks (109 registers, 8 KB) found room only as the GEMV drained;
 #   st32  = session37_qsa_score_32_threads.patch: the same on 1024 one-warp blocks;
 #   st64b8 = session37_qsa_score_64_threads_batch_8.patch: 64-thread blocks keeping 8 keys per batch;
+#   st64r80 = session37_qsa_score_64_threads_80_registers.patch: st64 with the decode kernel capped at 80 registers
+#           (102 -> 80, 8 bytes spilled), so a block is one GEMV block's registers;
 # - the whole GPU suite of s36 (incl. the 8-index-head GpuQsa case) + memcheck of the QSA decode and golden ple_qsa
 #   tests; GpuQsa of every score variant;
 # - 32K timelines of st64 and st32.
@@ -16,14 +18,14 @@
 set -uo pipefail
 R=$OUT/raw; mkdir -p $R
 export LD_LIBRARY_PATH="$PWD/build/cuda/bin/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-OUT=$OUT/ab VARIANTS="s36 ple sb4 st64 st32 st64b8" AB_ARGS="--pp 1 --tg 128 --context 1024,32768 --runs 5" TL_VARIANTS= \
+OUT=$OUT/ab VARIANTS="s36 ple sb4 st64 st32 st64b8 st64r80" AB_ARGS="--pp 1 --tg 128 --context 1024,32768 --runs 5" TL_VARIANTS= \
   bash bench/tools/variants_visit.sh
 timeout 180 build/exp/imp_gpu_tests_s36 > $R/gpu_tests.log 2>&1; echo "gpu tests s36 rc=$?"
 grep -E "^\[  (PASSED|FAILED)|FAILED|golden-cuda" $R/gpu_tests.log | tail -12
 timeout 90 compute-sanitizer --tool memcheck --error-exitcode 3 build/exp/imp_gpu_tests_s36 \
   --gtest_filter='GpuQsa.SelectionMatchesCpuAtReleasedShapes:GpuQsa.SelectionMatchesCpuBeyondTheCluster:GpuQsa.SelectionMatchesCpuWithEightIndexHeads:*Golden*/ple_qsa' \
   > $R/memcheck.log 2>&1; echo "memcheck rc=$?"; tail -1 $R/memcheck.log
-for v in sb4 st64 st32 st64b8; do
+for v in sb4 st64 st32 st64b8 st64r80; do
   timeout 60 build/exp/imp_gpu_tests_$v --gtest_filter='GpuQsa.*' > $R/tests_$v.txt 2>&1
   echo "GpuQsa $v rc=$?"; grep -E "^\[  (PASSED|FAILED)|FAILED" $R/tests_$v.txt | head -4
 done
