@@ -19,7 +19,7 @@ def stats(values):
     if not values:
         return "-"
     return f"min {min(values):7.2f}  median {statistics.median(values):7.2f}  max {max(values):7.2f}  (n {len(values)})"
-names = ["entry", "after wait", "after norms", "end"]
+names = ["entry", "after wait", "after norms", "keys arrived", "first scores", "end"] if sys.argv[2:] == ["2"] else ["entry", "after wait", "after norms", "end"]
 print("score kernel blocks (us from the first return from the wait):")
 for i, name in enumerate(names):
     print(f"  {name:12s} {stats([s[i] for s in score])}")
