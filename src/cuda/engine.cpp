@@ -143,11 +143,22 @@ void CudaEngine::step(SequenceStateDevice& sequence, int32_t token) {
   const int32_t position = static_cast<int32_t>(sequence.length);
   IMP_CUDA_CHECK(cudaMemcpyAsync(sequence.step_token.data(), &token, sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
   IMP_CUDA_CHECK(cudaMemcpyAsync(sequence.step_position.data(), &position, sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-  if (!sequence.graph) {
+  IMP_CUDA_CHECK(cudaGraphLaunch(decode_graph(sequence, position), stream_));
+  sequence.length += 1;
+}
+
+cudaGraphExec_t CudaEngine::decode_graph(SequenceStateDevice& sequence, int64_t position) {
+  const auto regime = static_cast<int>(decode_regime(config_, position));
+  if (sequence.graphs[regime]) return sequence.graphs[regime];
+  // At the sequence's first step: every regime its positions up to the context reach (the regime only grows with
+  // the position), so nothing is captured or allocated later inside the decode loop.
+  const auto last = static_cast<int>(decode_regime(config_, sequence.context - 1));
+  for (int r = regime; r <= last; ++r) {
+    if (sequence.graphs[r]) continue;
     cudaGraph_t graph = nullptr;
     IMP_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     try {
-      enqueue_decode_step(*model_, *kv_, sequence, *workspace_, stream_);
+      enqueue_decode_step(*model_, *kv_, sequence, *workspace_, static_cast<DecodeRegime>(r), stream_);
     } catch (...) {
       cudaStreamEndCapture(stream_, &graph);
       if (graph) cudaGraphDestroy(graph);
@@ -155,12 +166,11 @@ void CudaEngine::step(SequenceStateDevice& sequence, int32_t token) {
     }
     IMP_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
     // Node priorities as launched (launch.h's LaunchPriority): the output gates' side branch yields to the main chain.
-    const cudaError_t status = cudaGraphInstantiate(&sequence.graph, graph, cudaGraphInstantiateFlagUseNodePriority);
+    const cudaError_t status = cudaGraphInstantiate(&sequence.graphs[r], graph, cudaGraphInstantiateFlagUseNodePriority);
     cudaGraphDestroy(graph);
     IMP_CUDA_CHECK(status);
   }
-  IMP_CUDA_CHECK(cudaGraphLaunch(sequence.graph, stream_));
-  sequence.length += 1;
+  return sequence.graphs[regime];
 }
 
 void CudaEngine::download_logits(const float* device, size_t rows, std::vector<float>& out) {
@@ -319,12 +329,12 @@ double CudaEngine::decode_greedy_on_device(runtime::SequenceId id, int32_t token
                                      cudaMemcpyDeviceToDevice, stream_));
     }
   };
-  step(sequence, token);  // untimed: it also captures the graph when needed
+  step(sequence, token);  // untimed: it also captures the graphs when needed
   record(0);
   IMP_CUDA_CHECK(cudaStreamSynchronize(stream_));
   const auto start = std::chrono::steady_clock::now();
   for (int32_t i = 0; i < steps; ++i) {
-    IMP_CUDA_CHECK(cudaGraphLaunch(sequence.graph, stream_));
+    IMP_CUDA_CHECK(cudaGraphLaunch(decode_graph(sequence, sequence.length + i), stream_));
     record(i + 1);
   }
   IMP_CUDA_CHECK(cudaStreamSynchronize(stream_));

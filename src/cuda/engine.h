@@ -54,6 +54,8 @@ class CudaEngine final : public runtime::Engine, public runtime::DeviceBenchmark
  private:
   SequenceStateDevice& at(runtime::SequenceId id) const;
   void step(SequenceStateDevice& sequence, int32_t token);  // enqueue one token (graph replay)
+  // The captured decode step for a step at `position` (one per DecodeRegime, captured at the sequence's first step).
+  cudaGraphExec_t decode_graph(SequenceStateDevice& sequence, int64_t position);
   // Runs a chunk of prompt tokens; appends the logits asked for (all rows, or the last row when `last` and
   // `download_last`); returns the last token's logits row on the device when `last` (else nullptr).
   const float* prefill_chunk(SequenceStateDevice& sequence, std::span<const int32_t> tokens, bool all_rows, bool last,

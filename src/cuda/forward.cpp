@@ -130,7 +130,8 @@ void gated_delta_net(const model::ModelConfig& c, const GatedDeltaNetDevice& g, 
 
 // Gated attention with q/k norm, partial RoPE, paged KV and (when configured) QSA: ws.x -> the streams.
 void attention(const model::ModelConfig& c, const DeviceModel& model, const AttentionDevice& a, const KvPages& pages,
-               LayerStateDevice& state, const int32_t* position, DecodeWorkspace& ws, cudaStream_t stream) {
+               LayerStateDevice& state, const int32_t* position, DecodeWorkspace& ws, DecodeRegime regime,
+               cudaStream_t stream) {
   const int32_t heads = static_cast<int32_t>(c.num_attention_heads), kv_heads = static_cast<int32_t>(c.num_key_value_heads);
   const int32_t hd = static_cast<int32_t>(c.head_dim), kv_width = kv_heads * hd, rot = static_cast<int32_t>(c.rotary_dim());
   const float eps = static_cast<float>(c.rms_norm_eps);
@@ -196,7 +197,7 @@ void attention(const model::ModelConfig& c, const DeviceModel& model, const Atte
                      index_rows, a.in_proj.cols, index, side);
     const auto cached_blocks = static_cast<int32_t>(state.block_keys.size() / static_cast<size_t>(id));
     launch_qsa_decode_select(qsa, static_cast<int32_t>(c.block_topk()), cached_blocks, ws.qsa_scores.data(),
-                             ws.qsa_selected.data(), ws.qsa_count.data(), side);
+                             ws.qsa_selected.data(), ws.qsa_count.data(), regime == DecodeRegime::kBeyondBudget, side);
     IMP_CUDA_CHECK(cudaEventRecord(ws.index_side.join, side));
     selected = ws.qsa_selected.data();
     count = ws.qsa_count.data();
@@ -292,8 +293,14 @@ DecodeWorkspace::DecodeWorkspace(const DeviceModel& model) {
   priority_main = priority_high < priority_low - 1 ? priority_high + 1 : priority_high;
 }
 
+DecodeRegime decode_regime(const model::ModelConfig& c, int64_t position) {
+  if (!c.has_qsa) return DecodeRegime::kWithinBudget;
+  const int64_t blocks = (position + 1) / c.indexer_compress_ratio;  // the qsa kernels' `blocks > block_topk`
+  return blocks > static_cast<int64_t>(c.block_topk()) ? DecodeRegime::kBeyondBudget : DecodeRegime::kWithinBudget;
+}
+
 void enqueue_decode_step(const DeviceModel& model, const KvCache& kv, SequenceStateDevice& sequence,
-                         DecodeWorkspace& ws, cudaStream_t stream) {
+                         DecodeWorkspace& ws, DecodeRegime regime, cudaStream_t stream) {
   const model::ModelConfig& c = model.config();
   const int32_t* token = sequence.step_token.data();
   const int32_t* position = sequence.step_position.data();
@@ -340,7 +347,7 @@ void enqueue_decode_step(const DeviceModel& model, const KvCache& kv, SequenceSt
       gated_delta_net(c, *ld.gdn, state, ws, stream);
     } else {
       const KvPages pages = kv.pages(state.attention_index, sequence.page_table.data(), sequence.max_pages);
-      attention(c, model, *ld.attention, pages, state, position, ws, stream);
+      attention(c, model, *ld.attention, pages, state, position, ws, regime, stream);
     }
 
     // Channel mixer: sparse MoE with the shared expert.

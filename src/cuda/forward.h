@@ -55,8 +55,14 @@ struct DecodeWorkspace {
   SideBranch index_side;  // the QSA indexer's rows, prep and selection (attention layers)
 };
 
-// Enqueues one decode step of `sequence` on `stream` (graph-capturable).
+// The decode graph a step at `position` replays: every QSA selection keeps all tokens (the attention layers' blocks fit
+// the budget), or it selects (beyond the budget, or the model has no QSA: kWithinBudget).
+enum class DecodeRegime { kWithinBudget = 0, kBeyondBudget = 1 };
+DecodeRegime decode_regime(const model::ModelConfig& c, int64_t position);
+
+// Enqueues one decode step of `sequence` on `stream` (graph-capturable), for steps of the given regime (any position
+// gives the same results; the regime picks how the QSA selection is placed on the SMs).
 void enqueue_decode_step(const DeviceModel& model, const KvCache& kv, SequenceStateDevice& sequence,
-                         DecodeWorkspace& ws, cudaStream_t stream);
+                         DecodeWorkspace& ws, DecodeRegime regime, cudaStream_t stream);
 
 }  // namespace imp::cuda

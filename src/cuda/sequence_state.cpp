@@ -40,7 +40,9 @@ SequenceStateDevice::SequenceStateDevice(const DeviceModel& model, KvCache& kv, 
 }
 
 SequenceStateDevice::~SequenceStateDevice() {
-  if (graph) cudaGraphExecDestroy(graph);
+  for (cudaGraphExec_t graph : graphs) {
+    if (graph) cudaGraphExecDestroy(graph);
+  }
   kv_.give_back(pages_);
 }
 

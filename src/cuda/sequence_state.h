@@ -46,7 +46,7 @@ class SequenceStateDevice {
   int32_t max_pages = 0;
   DeviceBuffer<int32_t> step_token;     // [1]
   DeviceBuffer<int32_t> step_position;  // [1]
-  cudaGraphExec_t graph = nullptr;      // this sequence's captured decode step
+  cudaGraphExec_t graphs[2] = {};       // this sequence's captured decode step, by DecodeRegime (forward.h)
 
  private:
   KvCache& kv_;

@@ -29,7 +29,7 @@ __device__ __forceinline__ void qsa_phase(int row, int i) {
 __device__ __forceinline__ void qsa_phase(int, int) {}
 #endif
 constexpr int kScoreThreads = 256;
-constexpr int kScoreBlocks = 128;  // 1024 warps: 8 block keys each at 32K context
+constexpr int kScoreBlocks = 128;  // 1024 warps: 8 block keys each at 32K context (two batches)
 
 // One warp per block key.
 __global__ void qsa_block_keys_kernel(const float* raw_keys, int first_block, int last_block, int ratio, int dim,
@@ -86,7 +86,9 @@ __device__ __forceinline__ float block_score(const float (&q)[kMaxIndexHeads][kK
 
 // The scores of block keys first, first + stride, ... < blocks by one warp, kScoreBatch keys loaded together
 // (a loop of one key per round trip took ~13 us at 32K context): store(b, score before the 1/sqrt(dim) scale).
-constexpr int kScoreBatch = 8;
+// 4 rather than 8: the decode kernel's 109 -> 80 registers, decode at 1K +0.1% in four visits (its 127 blocks that
+// exit at once within the budget become resident sooner beside the in-projection GEMV), 32K unchanged (session 37).
+constexpr int kScoreBatch = 4;
 template <class Store>
 __device__ __forceinline__ void score_blocks(const float (&q)[kMaxIndexHeads][kKeyLanes], int heads, int dim,
                                              const float* block_keys, int first, int stride, int blocks, int lane,
@@ -648,11 +650,29 @@ void launch_qsa_block_keys(const float* raw_keys, int32_t first_block, int32_t l
 int32_t qsa_select_cluster_max_blocks() { return kSelectCluster * kClusterKeys; }
 
 namespace {
+// The dynamic shared memory that, with the cluster kernel's static arrays, takes all a block may have: no other
+// kernel's block then fits on its SMs.
+size_t cluster_whole_sm_bytes() {
+  static const size_t bytes = [] {
+    cudaFuncAttributes attributes{};
+    IMP_CUDA_CHECK(cudaFuncGetAttributes(&attributes, qsa_select_cluster_kernel));
+    int optin = 0, device = 0;
+    IMP_CUDA_CHECK(cudaGetDevice(&device));
+    IMP_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    const size_t dynamic = static_cast<size_t>(optin) - attributes.sharedSizeBytes;
+    raise_shared_limit_outside_capture(qsa_select_cluster_kernel, dynamic);
+    return dynamic;
+  }();
+  return bytes;
+}
+
 // The selection over the scores: on the cluster while the block-key cache fits it, else on one block.
 void launch_selection(const int32_t* positions, int32_t ratio, int32_t block_topk, int32_t max_blocks,
-                      const float* scores, int32_t* selected, int32_t* selected_count, cudaStream_t stream) {
+                      const float* scores, int32_t* selected, int32_t* selected_count, bool whole_sms,
+                      cudaStream_t stream) {
   if (max_blocks <= qsa_select_cluster_max_blocks()) {
-    launch_kernel(qsa_select_cluster_kernel, kSelectCluster, kClusterThreads, 0, stream, 1, positions, ratio,
+    const size_t shared = whole_sms ? cluster_whole_sm_bytes() : 0;
+    launch_kernel(qsa_select_cluster_kernel, kSelectCluster, kClusterThreads, shared, stream, 1, positions, ratio,
                   block_topk, scores, selected, selected_count);
   } else {
     launch_kernel(qsa_select_kernel, 1, kThreads, 0, stream, 1, positions, ratio, block_topk, scores, selected,
@@ -668,18 +688,19 @@ void launch_qsa_select(const float* queries, int32_t heads, int32_t dim, const f
   check_index_shape(heads, dim);
   launch_kernel(qsa_score_kernel, kScoreBlocks, kScoreThreads, 0, stream, 1,
                 queries, heads, dim, block_keys, positions, ratio, block_topk, scores);
-  launch_selection(positions, ratio, block_topk, max_blocks, scores, selected, selected_count, stream);
+  launch_selection(positions, ratio, block_topk, max_blocks, scores, selected, selected_count, false, stream);
 }
 
 void launch_qsa_decode_select(const QsaDecodeIndex& index, int32_t block_topk, int32_t max_blocks, float* scores,
-                              int32_t* selected, int32_t* selected_count, cudaStream_t stream) {
+                              int32_t* selected, int32_t* selected_count, bool whole_sms, cudaStream_t stream) {
   if (max_blocks < 0) throw_invalid_launch("qsa decode select: max_blocks < 0");
   check_index_shape(index.heads, index.dim);  // heads <= kQsaMaxIndexHeads = the score block's warps
   if (index.rotary_dim > index.dim || index.ratio < 1) {
     throw_invalid_launch("qsa decode select: rotary_dim above the index dim, or ratio < 1");
   }
   launch_kernel(qsa_prep_score_kernel, kScoreBlocks, kScoreThreads, 0, stream, 1, index, block_topk, scores);
-  launch_selection(index.positions, index.ratio, block_topk, max_blocks, scores, selected, selected_count, stream);
+  launch_selection(index.positions, index.ratio, block_topk, max_blocks, scores, selected, selected_count, whole_sms,
+                   stream);
 }
 
 int32_t qsa_select_rows_max_blocks(int32_t heads, int32_t dim) {

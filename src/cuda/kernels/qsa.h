@@ -51,8 +51,12 @@ struct QsaDecodeIndex {
   float* block_keys = nullptr;
   const int32_t* positions = nullptr;
 };
+// whole_sms: the cluster selection's blocks ask for all the shared memory a block may have, so no other kernel's
+// blocks share their SMs (the decode graph beyond the budget, where the selection runs beside the attention
+// in-projection GEMVs: its radix passes took ~1.8 us each there, ~1.1 alone; decode at 32K +0.35%, at 1K -0.8%,
+// where it waits for whole SMs to do nothing; session 37). The same result either way.
 void launch_qsa_decode_select(const QsaDecodeIndex& index, int32_t block_topk, int32_t max_blocks, float* scores,
-                              int32_t* selected, int32_t* selected_count, cudaStream_t stream);
+                              int32_t* selected, int32_t* selected_count, bool whole_sms, cudaStream_t stream);
 
 // Prefill: many rows in one launch, rows at positions[0 .. rows) (device, any order), queries [rows, heads,
 // dim] (normed, rotated). The same scores and top-k as launch_qsa_select (bit-identical scores, ties: lower
