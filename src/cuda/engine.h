@@ -1,5 +1,5 @@
 // The CUDA backend behind the Engine seam: weights on the device (DeviceModel), per-sequence device state,
-// the decode step captured once per sequence as a CUDA graph and replayed for every token; prompts run in
+// the decode step captured per sequence as CUDA graphs (one per DecodeRegime) and replayed; prompts run in
 // chunks through the prefill path (sized by the memory plan). Not thread-safe: one thread drives it (the
 // scheduler's worker).
 #pragma once

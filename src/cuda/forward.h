@@ -1,6 +1,6 @@
 // The CUDA model's decode step: one token of one sequence through all layers, mirroring cpu/forward.cpp
 // step by step, as a sequence of kernel launches on one stream with no host synchronisation, so it can be
-// captured once as a CUDA graph and replayed. Inputs are read from the sequence's step_token and
+// captured as a CUDA graph and replayed. Inputs are read from the sequence's step_token and
 // step_position on the device; the logits land in the workspace, the greedy token back in step_token and
 // the position advances, so steps can also be chained on the device alone (benchmarks).
 #pragma once
