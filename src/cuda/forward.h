@@ -55,8 +55,8 @@ struct DecodeWorkspace {
   SideBranch index_side;  // the QSA indexer's rows, prep and selection (attention layers)
 };
 
-// The decode graph a step at `position` replays: every QSA selection keeps all tokens (the attention layers' blocks fit
-// the budget), or it selects (beyond the budget, or the model has no QSA: kWithinBudget).
+// The decode graph a step at `position` replays: kWithinBudget where every QSA selection keeps all tokens (the blocks
+// fit the budget) or the model has no QSA, kBeyondBudget where the selection picks.
 enum class DecodeRegime { kWithinBudget = 0, kBeyondBudget = 1 };
 DecodeRegime decode_regime(const model::ModelConfig& c, int64_t position);
 
