@@ -25,7 +25,7 @@ namespace {
 using namespace testing_support;
 
 // The decode path (launch_qsa_decode_select: the token's index prep, scores and selection; the cluster selection on
-// shared or whole SMs at even and odd positions) token by token from half the budget (or half the context) on,
+// shared or whole SMs, alternating) token by token from half the budget (or half the context) on,
 // after the earlier block keys were written by range (prefill): each token's raw query heads and raw key go in as
 // the index GEMV writes them. At the checked positions:
 //   - the scores (before every block fits the budget) within 1e-4 of the largest of a host reference from the
@@ -107,11 +107,13 @@ void run_case(int heads, int dim, int budget, int ratio, int tokens, float query
     std::copy_n(raw.begin() + static_cast<ptrdiff_t>(p) * dim, dim, row.begin() + static_cast<ptrdiff_t>(heads) * dim);
     d_index.upload(row);
     d_position.upload(std::span<const int32_t>(&p, 1));
-    // Both placements of the cluster selection (the decode graphs' two regimes), alternating: the same results.
-    const bool whole_sms = (p & 1) != 0;
+    // Both placements of the cluster selection (the decode graphs' two regimes), alternating over the positions and
+    // over the checked ones (so each is checked beyond the budget: checks 2 and 4 shared, 3 on whole SMs).
+    const auto check = std::find(checked.begin(), checked.end(), p);
+    const bool whole_sms = check == checked.end() ? (p & 1) != 0 : (check - checked.begin()) % 2 == 1;
     launch_qsa_decode_select(index, block_topk, capacity, d_scores.data(), d_selected.data(), d_count.data(), whole_sms,
                              nullptr);
-    if (std::find(checked.begin(), checked.end(), p) == checked.end()) continue;
+    if (check == checked.end()) continue;
 
     std::vector<float> queries(row.begin(), row.begin() + static_cast<ptrdiff_t>(heads) * dim);
     cpu::rms_norm(queries.data(), cpu::to_f32(&q_norm), heads, dim, dim, kEps, queries.data());

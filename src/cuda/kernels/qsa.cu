@@ -108,7 +108,7 @@ __device__ __forceinline__ void score_blocks(const float (&q)[kMaxIndexHeads][kK
 }
 
 // Scores, spread over the grid: one warp per block key (warp-strided over every warp of the grid: 8 keys per
-// warp, one batch, at 32K context), queries in registers. Prefill's per-row selection (launch_qsa_select); the
+// warp, two batches, at 32K context), queries in registers. Prefill's per-row selection (launch_qsa_select); the
 // first batch of keys is loaded before the PDL wait, which is a no-op there, and every key but the newest is final
 // at launch in any case.
 __global__ void __launch_bounds__(kScoreThreads) qsa_score_kernel(const float* queries, int heads, int dim,
